@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's second command: the whole test suite (formatting, lints, unit, integration
+# and doc tests). Installs libtorch first when it is missing.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/env.sh
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace "$@"
