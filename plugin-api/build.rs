@@ -20,7 +20,9 @@ fn main() {
 /// libtorch's lib dir therefore lets doctests (built in /tmp, so $ORIGIN rpaths cannot reach
 /// libtorch) and the tests of every crate depending on this one start without LD_LIBRARY_PATH.
 fn expose_libtorch_to_cargo_runs(lib_dir: &Path) {
-    let Ok(out_dir) = std::env::var("OUT_DIR") else { return };
+    let Ok(out_dir) = std::env::var("OUT_DIR") else {
+        return;
+    };
     let link = Path::new(&out_dir).join("libtorch-lib");
     let _ = std::fs::remove_file(&link);
     #[cfg(unix)]

@@ -32,12 +32,18 @@ static PLUGIN: OnceLock<&'static BuildInfo> = OnceLock::new();
 /// The name errors carry for this binary: the plugin crate's name once the host loaded it
 /// through `export_plugin!`, else `host`.
 pub fn plugin_name() -> &'static str {
-    PLUGIN.get().map(|info| info.plugin_name.as_str()).unwrap_or("host")
+    PLUGIN
+        .get()
+        .map(|info| info.plugin_name.as_str())
+        .unwrap_or("host")
 }
 
 /// The plugin crate's version once loaded, else `""`.
 pub fn plugin_version() -> &'static str {
-    PLUGIN.get().map(|info| info.plugin_version.as_str()).unwrap_or("")
+    PLUGIN
+        .get()
+        .map(|info| info.plugin_version.as_str())
+        .unwrap_or("")
 }
 
 /// Called once when the host loads the plugin: records its name and replaces this binary's
@@ -62,7 +68,11 @@ pub fn install_quiet_panic_hook() {
 }
 
 /// Runs `f`, turning an error or a panic into a [`PluginError`] naming the component.
-pub fn guard<T>(component: &str, method: &str, f: impl FnOnce() -> Result<T>) -> RResult<T, PluginError> {
+pub fn guard<T>(
+    component: &str,
+    method: &str,
+    f: impl FnOnce() -> Result<T>,
+) -> RResult<T, PluginError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(value)) => ROk(value),
         Ok(Err(error)) => RErr(error.into_plugin_error(plugin_name(), component, method)),
@@ -106,12 +116,16 @@ impl FfiTensorOp for TensorOpAdapter {
     }
 
     fn state(&self) -> RResult<ComponentState, PluginError> {
-        guard(&self.name, "state", || self.inner.state().map(State::into_ffi))
+        guard(&self.name, "state", || {
+            self.inner.state().map(State::into_ffi)
+        })
     }
 
     fn load_state(&mut self, state: ComponentState) -> RResult<(), PluginError> {
         let inner = &mut self.inner;
-        guard(&self.name, "load_state", || inner.load_state(State::from_ffi(state)))
+        guard(&self.name, "load_state", || {
+            inner.load_state(State::from_ffi(state))
+        })
     }
 }
 
@@ -141,11 +155,25 @@ impl FfiNumpyOp for NumpyOpAdapter {
         })
     }
 
-    fn is_filter(&self) -> bool {
-        matches!(guard(&self.name, "is_filter", || Ok(self.inner.is_filter())), ROk(true))
+    fn batchable(&self) -> bool {
+        matches!(
+            guard(&self.name, "batchable", || Ok(self.inner.batchable())),
+            ROk(true)
+        )
     }
 
-    fn remove(&self, inputs: RSlice<'_, TensorRef<'_>>, ctx: &StepContext<'_>) -> RResult<bool, PluginError> {
+    fn is_filter(&self) -> bool {
+        matches!(
+            guard(&self.name, "is_filter", || Ok(self.inner.is_filter())),
+            ROk(true)
+        )
+    }
+
+    fn remove(
+        &self,
+        inputs: RSlice<'_, TensorRef<'_>>,
+        ctx: &StepContext<'_>,
+    ) -> RResult<bool, PluginError> {
         guard(&self.name, "remove", || {
             with_tensors(inputs, |tensors| self.inner.remove(tensors, ctx))
         })
@@ -158,12 +186,22 @@ struct SlicerAdapter {
 }
 
 impl FfiSlicer for SlicerAdapter {
-    fn slice(&mut self, key: RStr<'_>, batch: TensorRef<'_>) -> RResult<RVec<RTensor>, PluginError> {
+    fn slice(
+        &mut self,
+        key: RStr<'_>,
+        batch: TensorRef<'_>,
+    ) -> RResult<RVec<RTensor>, PluginError> {
         let inner = &mut self.inner;
-        guard(&self.name, "slice", || inner.slice(key.as_str(), &batch.view()).map(owned))
+        guard(&self.name, "slice", || {
+            inner.slice(key.as_str(), &batch.view()).map(owned)
+        })
     }
 
-    fn unslice(&mut self, key: RStr<'_>, slices: RSlice<'_, TensorRef<'_>>) -> RResult<RTensor, PluginError> {
+    fn unslice(
+        &mut self,
+        key: RStr<'_>,
+        slices: RSlice<'_, TensorRef<'_>>,
+    ) -> RResult<RTensor, PluginError> {
         let inner = &mut self.inner;
         guard(&self.name, "unslice", || {
             with_tensors(slices, |tensors| inner.unslice(key.as_str(), tensors)).map(RTensor::new)
@@ -171,12 +209,16 @@ impl FfiSlicer for SlicerAdapter {
     }
 
     fn state(&self) -> RResult<ComponentState, PluginError> {
-        guard(&self.name, "state", || self.inner.state().map(State::into_ffi))
+        guard(&self.name, "state", || {
+            self.inner.state().map(State::into_ffi)
+        })
     }
 
     fn load_state(&mut self, state: ComponentState) -> RResult<(), PluginError> {
         let inner = &mut self.inner;
-        guard(&self.name, "load_state", || inner.load_state(State::from_ffi(state)))
+        guard(&self.name, "load_state", || {
+            inner.load_state(State::from_ffi(state))
+        })
     }
 }
 
@@ -186,7 +228,12 @@ struct TraceAdapter {
 }
 
 impl TraceAdapter {
-    fn run_hook(&mut self, hook: TraceHook, ctx: &TraceContext<'_>, data: &mut TraceData<'_>) -> Result<()> {
+    fn run_hook(
+        &mut self,
+        hook: TraceHook,
+        ctx: &TraceContext<'_>,
+        data: &mut TraceData<'_>,
+    ) -> Result<()> {
         match &mut self.inner {
             TraceImpl::Trace(trace) => match hook {
                 TraceHook::Begin => trace.on_begin(ctx, data),
@@ -207,7 +254,9 @@ fn metric_hook(metric: &mut dyn Metric, hook: TraceHook, data: &mut TraceData<'_
     match hook {
         TraceHook::EpochBegin => metric.reset(),
         TraceHook::BatchEnd => {
-            let inputs: Vec<_> = (0..data.keys().count()).map(|i| data.tensor(i)).collect::<Result<_>>()?;
+            let inputs: Vec<_> = (0..data.keys().count())
+                .map(|i| data.tensor(i))
+                .collect::<Result<_>>()?;
             let refs: Vec<&Tensor> = inputs.iter().map(|v| &**v).collect();
             metric.accumulate(&refs)?;
         }
@@ -365,8 +414,9 @@ fn create<T>(
 ) -> RResult<T, PluginError> {
     let name = name.as_str().to_owned();
     guard(&name, "create", || {
-        let registration = find_registration(kind, &name)
-            .ok_or_else(|| Error::unsupported(format!("this plugin provides no {kind} called `{name}`")))?;
+        let registration = find_registration(kind, &name).ok_or_else(|| {
+            Error::unsupported(format!("this plugin provides no {kind} called `{name}`"))
+        })?;
         wrap(name.clone(), registration.factory(), config.as_str(), ctx)
     })
 }
@@ -380,11 +430,22 @@ pub(crate) extern "C" fn create_tensor_op(
     config: RStr<'_>,
     ctx: &CreateContext<'_>,
 ) -> RResult<TensorOpBox, PluginError> {
-    create(ComponentKind::TensorOp, name, config, ctx, |name, factory, config, ctx| {
-        let Factory::TensorOp(make) = factory else { return Err(wrong_factory()) };
-        let inner = make(config, ctx)?;
-        Ok(FfiTensorOp_TO::from_value(TensorOpAdapter { name, inner }, TD_Opaque))
-    })
+    create(
+        ComponentKind::TensorOp,
+        name,
+        config,
+        ctx,
+        |name, factory, config, ctx| {
+            let Factory::TensorOp(make) = factory else {
+                return Err(wrong_factory());
+            };
+            let inner = make(config, ctx)?;
+            Ok(FfiTensorOp_TO::from_value(
+                TensorOpAdapter { name, inner },
+                TD_Opaque,
+            ))
+        },
+    )
 }
 
 pub(crate) extern "C" fn create_numpy_op(
@@ -392,11 +453,22 @@ pub(crate) extern "C" fn create_numpy_op(
     config: RStr<'_>,
     ctx: &CreateContext<'_>,
 ) -> RResult<NumpyOpBox, PluginError> {
-    create(ComponentKind::NumpyOp, name, config, ctx, |name, factory, config, ctx| {
-        let Factory::NumpyOp(make) = factory else { return Err(wrong_factory()) };
-        let inner = make(config, ctx)?;
-        Ok(FfiNumpyOp_TO::from_value(NumpyOpAdapter { name, inner }, TD_Opaque))
-    })
+    create(
+        ComponentKind::NumpyOp,
+        name,
+        config,
+        ctx,
+        |name, factory, config, ctx| {
+            let Factory::NumpyOp(make) = factory else {
+                return Err(wrong_factory());
+            };
+            let inner = make(config, ctx)?;
+            Ok(FfiNumpyOp_TO::from_value(
+                NumpyOpAdapter { name, inner },
+                TD_Opaque,
+            ))
+        },
+    )
 }
 
 pub(crate) extern "C" fn create_slicer(
@@ -404,11 +476,22 @@ pub(crate) extern "C" fn create_slicer(
     config: RStr<'_>,
     ctx: &CreateContext<'_>,
 ) -> RResult<SlicerBox, PluginError> {
-    create(ComponentKind::Slicer, name, config, ctx, |name, factory, config, ctx| {
-        let Factory::Slicer(make) = factory else { return Err(wrong_factory()) };
-        let inner = make(config, ctx)?;
-        Ok(FfiSlicer_TO::from_value(SlicerAdapter { name, inner }, TD_Opaque))
-    })
+    create(
+        ComponentKind::Slicer,
+        name,
+        config,
+        ctx,
+        |name, factory, config, ctx| {
+            let Factory::Slicer(make) = factory else {
+                return Err(wrong_factory());
+            };
+            let inner = make(config, ctx)?;
+            Ok(FfiSlicer_TO::from_value(
+                SlicerAdapter { name, inner },
+                TD_Opaque,
+            ))
+        },
+    )
 }
 
 pub(crate) extern "C" fn create_trace(
@@ -416,11 +499,22 @@ pub(crate) extern "C" fn create_trace(
     config: RStr<'_>,
     ctx: &CreateContext<'_>,
 ) -> RResult<TraceBox, PluginError> {
-    create(ComponentKind::Trace, name, config, ctx, |name, factory, config, ctx| {
-        let Factory::Trace(make) = factory else { return Err(wrong_factory()) };
-        let inner = make(config, ctx)?;
-        Ok(FfiTrace_TO::from_value(TraceAdapter { name, inner }, TD_Opaque))
-    })
+    create(
+        ComponentKind::Trace,
+        name,
+        config,
+        ctx,
+        |name, factory, config, ctx| {
+            let Factory::Trace(make) = factory else {
+                return Err(wrong_factory());
+            };
+            let inner = make(config, ctx)?;
+            Ok(FfiTrace_TO::from_value(
+                TraceAdapter { name, inner },
+                TD_Opaque,
+            ))
+        },
+    )
 }
 
 pub(crate) extern "C" fn create_model(
@@ -428,11 +522,22 @@ pub(crate) extern "C" fn create_model(
     config: RStr<'_>,
     ctx: &CreateContext<'_>,
 ) -> RResult<ModelBox, PluginError> {
-    create(ComponentKind::Model, name, config, ctx, |name, factory, config, ctx| {
-        let Factory::Model(make) = factory else { return Err(wrong_factory()) };
-        let inner = make(config, ctx)?;
-        Ok(FfiModel_TO::from_value(ModelAdapter { name, inner }, TD_Opaque))
-    })
+    create(
+        ComponentKind::Model,
+        name,
+        config,
+        ctx,
+        |name, factory, config, ctx| {
+            let Factory::Model(make) = factory else {
+                return Err(wrong_factory());
+            };
+            let inner = make(config, ctx)?;
+            Ok(FfiModel_TO::from_value(
+                ModelAdapter { name, inner },
+                TD_Opaque,
+            ))
+        },
+    )
 }
 
 pub(crate) extern "C" fn create_dataset(
@@ -440,11 +545,22 @@ pub(crate) extern "C" fn create_dataset(
     config: RStr<'_>,
     ctx: &CreateContext<'_>,
 ) -> RResult<DatasetBox, PluginError> {
-    create(ComponentKind::Dataset, name, config, ctx, |name, factory, config, ctx| {
-        let Factory::Dataset(make) = factory else { return Err(wrong_factory()) };
-        let inner = make(config, ctx)?;
-        Ok(FfiDataset_TO::from_value(DatasetAdapter { name, inner }, TD_Opaque))
-    })
+    create(
+        ComponentKind::Dataset,
+        name,
+        config,
+        ctx,
+        |name, factory, config, ctx| {
+            let Factory::Dataset(make) = factory else {
+                return Err(wrong_factory());
+            };
+            let inner = make(config, ctx)?;
+            Ok(FfiDataset_TO::from_value(
+                DatasetAdapter { name, inner },
+                TD_Opaque,
+            ))
+        },
+    )
 }
 
 /// Describes every registration linked into this binary.

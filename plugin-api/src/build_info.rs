@@ -171,7 +171,11 @@ impl BuildInfo {
         let exact = [
             ("tch", self.tch_version, host.tch_version),
             ("libtorch", self.libtorch_version, host.libtorch_version),
-            ("libtorch flavour", self.libtorch_flavour, host.libtorch_flavour),
+            (
+                "libtorch flavour",
+                self.libtorch_flavour,
+                host.libtorch_flavour,
+            ),
             ("C++11 ABI", self.cxx11_abi, host.cxx11_abi),
         ];
         for (what, plugin, host) in exact {
@@ -235,7 +239,10 @@ mod tests {
         assert!(plugin.mismatches(&host_01).is_empty());
         plugin.plugin_api_version = FixedStr::new("0.2.0");
         let diff = plugin.mismatches(&host_01);
-        assert_eq!(diff, vec![("fe-plugin-api", "0.2.0".into(), "0.1.0".into())]);
+        assert_eq!(
+            diff,
+            vec![("fe-plugin-api", "0.2.0".into(), "0.1.0".into())]
+        );
     }
 
     #[test]

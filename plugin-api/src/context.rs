@@ -8,7 +8,20 @@ use abi_stable::StableAbi;
 
 /// An execution mode, as in FastEstimator.
 #[repr(u8)]
-#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    StableAbi,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Training: gradients and updates.
     Train = 0,

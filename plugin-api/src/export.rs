@@ -48,7 +48,8 @@ macro_rules! export_plugin {
 #[doc(hidden)]
 pub mod __private {
     pub use abi_stable::library::{
-        CheckTypeLayout, LibHeader, RootModuleResult, __call_root_module_loader as call_root_module_loader,
+        __call_root_module_loader as call_root_module_loader, CheckTypeLayout, LibHeader,
+        RootModuleResult,
     };
 
     pub use crate::ffi::PluginModRef;

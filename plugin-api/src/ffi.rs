@@ -57,6 +57,8 @@ pub trait FfiNumpyOp: Send + Sync {
         inputs: RSlice<'_, TensorRef<'_>>,
         ctx: &StepContext<'_>,
     ) -> RResult<RVec<RTensor>, PluginError>;
+    /// See [`NumpyOp::batchable`](crate::NumpyOp::batchable).
+    fn batchable(&self) -> bool;
     /// See [`NumpyOp::is_filter`](crate::NumpyOp::is_filter).
     fn is_filter(&self) -> bool;
     /// See [`NumpyOp::remove`](crate::NumpyOp::remove).
@@ -72,7 +74,8 @@ pub trait FfiNumpyOp: Send + Sync {
 #[sabi_trait]
 pub trait FfiSlicer: Send {
     /// See [`Slicer::slice`](crate::Slicer::slice).
-    fn slice(&mut self, key: RStr<'_>, batch: TensorRef<'_>) -> RResult<RVec<RTensor>, PluginError>;
+    fn slice(&mut self, key: RStr<'_>, batch: TensorRef<'_>)
+        -> RResult<RVec<RTensor>, PluginError>;
     /// See [`Slicer::unslice`](crate::Slicer::unslice).
     fn unslice(
         &mut self,
@@ -234,18 +237,24 @@ pub struct PluginMod {
     /// Lists the plugin and its components.
     pub describe: extern "C" fn() -> PluginDescription,
     /// Creates a tensor op.
-    pub create_tensor_op: extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<TensorOpBox, PluginError>,
+    pub create_tensor_op:
+        extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<TensorOpBox, PluginError>,
     /// Creates a numpy op.
-    pub create_numpy_op: extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<NumpyOpBox, PluginError>,
+    pub create_numpy_op:
+        extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<NumpyOpBox, PluginError>,
     /// Creates a slicer.
-    pub create_slicer: extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<SlicerBox, PluginError>,
+    pub create_slicer:
+        extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<SlicerBox, PluginError>,
     /// Creates a trace or metric.
-    pub create_trace: extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<TraceBox, PluginError>,
+    pub create_trace:
+        extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<TraceBox, PluginError>,
     /// Creates a model.
-    pub create_model: extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<ModelBox, PluginError>,
+    pub create_model:
+        extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<ModelBox, PluginError>,
     /// Creates a dataset.
     #[sabi(last_prefix_field)]
-    pub create_dataset: extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<DatasetBox, PluginError>,
+    pub create_dataset:
+        extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<DatasetBox, PluginError>,
 }
 
 impl RootModule for PluginModRef {

@@ -119,6 +119,14 @@ pub trait NumpyOp: Send + Sync + 'static {
         per_sample(inputs, |sample| self.forward(sample, ctx))
     }
 
+    /// `true` when [`NumpyOp::forward_batch`] on stacked samples gives exactly the per-sample
+    /// results stacked: no randomness, nothing computed across samples, any batch size. The
+    /// pipeline then runs the op once per batch instead of once per sample (trailing ops only,
+    /// so ops before it still see single samples). Leave `false` for random augmentations.
+    fn batchable(&self) -> bool {
+        false
+    }
+
     /// `true` for filtering ops: the host calls [`NumpyOp::remove`] instead of `forward`.
     fn is_filter(&self) -> bool {
         false
@@ -148,10 +156,15 @@ pub fn per_sample(
         let refs: Vec<&Tensor> = sample.iter().collect();
         let outputs = f(&refs)?;
         if columns.is_empty() {
-            columns = outputs.iter().map(|_| Vec::with_capacity(batch as usize)).collect();
+            columns = outputs
+                .iter()
+                .map(|_| Vec::with_capacity(batch as usize))
+                .collect();
         }
         if outputs.len() != columns.len() {
-            return Err(Error::msg("forward returned a different number of outputs per sample"));
+            return Err(Error::msg(
+                "forward returned a different number of outputs per sample",
+            ));
         }
         for (column, output) in columns.iter_mut().zip(outputs) {
             column.push(output);
@@ -416,6 +429,8 @@ fn reject_state(state: State) -> Result<()> {
     if state.is_empty() {
         Ok(())
     } else {
-        Err(Error::unsupported("this component keeps no state but was given some"))
+        Err(Error::unsupported(
+            "this component keeps no state but was given some",
+        ))
     }
 }

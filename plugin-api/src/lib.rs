@@ -76,17 +76,19 @@ pub use kinds::{
     per_sample, var_store_variables, Dataset, FromConfig, Metric, Model, NoConfig, NumpyOp, Slicer,
     TensorOp, Trace,
 };
-pub use registry::{find_registration, registrations, ComponentKind, Factory, Registration, TraceImpl};
+pub use registry::{
+    find_registration, registrations, ComponentKind, Factory, Registration, TraceImpl,
+};
 pub use state::{ComponentState, State};
 pub use tensor::{NamedTensor, RTensor, TensorRef, TensorView};
 pub use trace_data::{TraceContext, TraceData, TraceOutput, TraceWrite, Value, ValueRef};
 
-/// Re-exported so plugins register components without depending on `inventory` directly.
-pub use inventory;
 /// Re-exported for plugins that need abi_stable types.
 pub use abi_stable;
-/// Re-exported so plugins use the exact tch version the ABI is keyed on.
-pub use tch;
+/// Re-exported so plugins register components without depending on `inventory` directly.
+pub use inventory;
 /// Re-exported for configs: `#[derive(fe_plugin_api::serde::Deserialize)]` with
 /// `#[serde(crate = "fe_plugin_api::serde")]` needs no direct serde dependency.
 pub use serde;
+/// Re-exported so plugins use the exact tch version the ABI is keyed on.
+pub use tch;

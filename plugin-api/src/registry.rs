@@ -127,7 +127,10 @@ inventory::collect!(Registration);
 
 impl Registration {
     /// Registers a [`TensorOp`].
-    pub const fn tensor_op<T: TensorOp + FromConfig>(name: &'static str, doc: &'static str) -> Self {
+    pub const fn tensor_op<T: TensorOp + FromConfig>(
+        name: &'static str,
+        doc: &'static str,
+    ) -> Self {
         Self::new(name, doc, Factory::TensorOp(make_tensor_op::<T>))
     }
 
@@ -225,15 +228,24 @@ fn configured<T: FromConfig>(toml: &str, ctx: &CreateContext<'_>) -> Result<T> {
     T::from_config(parse_config(toml)?, ctx)
 }
 
-fn make_tensor_op<T: TensorOp + FromConfig>(toml: &str, ctx: &CreateContext<'_>) -> Result<Box<dyn TensorOp>> {
+fn make_tensor_op<T: TensorOp + FromConfig>(
+    toml: &str,
+    ctx: &CreateContext<'_>,
+) -> Result<Box<dyn TensorOp>> {
     Ok(Box::new(configured::<T>(toml, ctx)?))
 }
 
-fn make_numpy_op<T: NumpyOp + FromConfig>(toml: &str, ctx: &CreateContext<'_>) -> Result<Box<dyn NumpyOp>> {
+fn make_numpy_op<T: NumpyOp + FromConfig>(
+    toml: &str,
+    ctx: &CreateContext<'_>,
+) -> Result<Box<dyn NumpyOp>> {
     Ok(Box::new(configured::<T>(toml, ctx)?))
 }
 
-fn make_slicer<T: Slicer + FromConfig>(toml: &str, ctx: &CreateContext<'_>) -> Result<Box<dyn Slicer>> {
+fn make_slicer<T: Slicer + FromConfig>(
+    toml: &str,
+    ctx: &CreateContext<'_>,
+) -> Result<Box<dyn Slicer>> {
     Ok(Box::new(configured::<T>(toml, ctx)?))
 }
 
@@ -245,10 +257,16 @@ fn make_metric<T: Metric + FromConfig>(toml: &str, ctx: &CreateContext<'_>) -> R
     Ok(TraceImpl::Metric(Box::new(configured::<T>(toml, ctx)?)))
 }
 
-fn make_model<T: Model + FromConfig>(toml: &str, ctx: &CreateContext<'_>) -> Result<Box<dyn Model>> {
+fn make_model<T: Model + FromConfig>(
+    toml: &str,
+    ctx: &CreateContext<'_>,
+) -> Result<Box<dyn Model>> {
     Ok(Box::new(configured::<T>(toml, ctx)?))
 }
 
-fn make_dataset<T: Dataset + FromConfig>(toml: &str, ctx: &CreateContext<'_>) -> Result<Box<dyn Dataset>> {
+fn make_dataset<T: Dataset + FromConfig>(
+    toml: &str,
+    ctx: &CreateContext<'_>,
+) -> Result<Box<dyn Dataset>> {
     Ok(Box::new(configured::<T>(toml, ctx)?))
 }

@@ -65,7 +65,12 @@ fn tensors(out: RResult<RVec<RTensor>, PluginError>) -> Result<Vec<Tensor>, Plug
 pub struct TestTensorOp(TensorOpBox);
 
 /// Builds the registered tensor op `name` from `config` (TOML text).
-pub fn tensor_op(name: &str, config: &str, inputs: &[&str], outputs: &[&str]) -> Result<TestTensorOp, PluginError> {
+pub fn tensor_op(
+    name: &str,
+    config: &str,
+    inputs: &[&str],
+    outputs: &[&str],
+) -> Result<TestTensorOp, PluginError> {
     let (i, o) = (keys(inputs), keys(outputs));
     adapter::create_tensor_op(name.into(), config.into(), &context(&i, &o))
         .into_result()
@@ -79,7 +84,11 @@ impl TestTensorOp {
     }
 
     /// Runs `forward` in the given context.
-    pub fn forward_with(&mut self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>, PluginError> {
+    pub fn forward_with(
+        &mut self,
+        inputs: &[&Tensor],
+        ctx: &StepContext<'_>,
+    ) -> Result<Vec<Tensor>, PluginError> {
         let handles = refs(inputs);
         tensors(self.0.forward(RSlice::from_slice(&handles), ctx))
     }
@@ -89,7 +98,12 @@ impl TestTensorOp {
 pub struct TestNumpyOp(NumpyOpBox);
 
 /// Builds the registered numpy op `name` from `config` (TOML text).
-pub fn numpy_op(name: &str, config: &str, inputs: &[&str], outputs: &[&str]) -> Result<TestNumpyOp, PluginError> {
+pub fn numpy_op(
+    name: &str,
+    config: &str,
+    inputs: &[&str],
+    outputs: &[&str],
+) -> Result<TestNumpyOp, PluginError> {
     let (i, o) = (keys(inputs), keys(outputs));
     adapter::create_numpy_op(name.into(), config.into(), &context(&i, &o))
         .into_result()
@@ -100,13 +114,19 @@ impl TestNumpyOp {
     /// Transforms one sample.
     pub fn forward(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, PluginError> {
         let handles = refs(inputs);
-        tensors(self.0.forward(RSlice::from_slice(&handles), &StepContext::for_tests()))
+        tensors(
+            self.0
+                .forward(RSlice::from_slice(&handles), &StepContext::for_tests()),
+        )
     }
 
     /// Transforms one batch.
     pub fn forward_batch(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, PluginError> {
         let handles = refs(inputs);
-        tensors(self.0.forward_batch(RSlice::from_slice(&handles), &StepContext::for_tests()))
+        tensors(
+            self.0
+                .forward_batch(RSlice::from_slice(&handles), &StepContext::for_tests()),
+        )
     }
 }
 
@@ -114,7 +134,12 @@ impl TestNumpyOp {
 pub struct TestSlicer(SlicerBox);
 
 /// Builds the registered slicer `name`; `slice` and `unslice` are its key lists.
-pub fn slicer(name: &str, config: &str, slice: &[&str], unslice: &[&str]) -> Result<TestSlicer, PluginError> {
+pub fn slicer(
+    name: &str,
+    config: &str,
+    slice: &[&str],
+    unslice: &[&str],
+) -> Result<TestSlicer, PluginError> {
     let (i, o) = (keys(slice), keys(unslice));
     adapter::create_slicer(name.into(), config.into(), &context(&i, &o))
         .into_result()
@@ -144,7 +169,12 @@ pub struct TestTrace {
 }
 
 /// Builds the registered trace or metric `name`.
-pub fn trace(name: &str, config: &str, inputs: &[&str], outputs: &[&str]) -> Result<TestTrace, PluginError> {
+pub fn trace(
+    name: &str,
+    config: &str,
+    inputs: &[&str],
+    outputs: &[&str],
+) -> Result<TestTrace, PluginError> {
     let (i, o) = (keys(inputs), keys(outputs));
     adapter::create_trace(name.into(), config.into(), &context(&i, &o))
         .into_result()
@@ -153,21 +183,40 @@ pub fn trace(name: &str, config: &str, inputs: &[&str], outputs: &[&str]) -> Res
 
 impl TestTrace {
     /// Runs a hook with the given tensors as the trace's inputs.
-    pub fn hook(&mut self, hook: TraceHook, inputs: &[&Tensor]) -> Result<TraceOutput, PluginError> {
-        let values: Vec<ValueRef<'_>> = inputs.iter().map(|t| ValueRef::Tensor(TensorRef::from(*t))).collect();
+    pub fn hook(
+        &mut self,
+        hook: TraceHook,
+        inputs: &[&Tensor],
+    ) -> Result<TraceOutput, PluginError> {
+        let values: Vec<ValueRef<'_>> = inputs
+            .iter()
+            .map(|t| ValueRef::Tensor(TensorRef::from(*t)))
+            .collect();
         let ctx = TraceContext {
             step: StepContext::for_tests(),
             total_epochs: 1,
-            batch_size: inputs.first().map(|t| t.size().first().copied().unwrap_or(0) as u64).unwrap_or(0),
+            batch_size: inputs
+                .first()
+                .map(|t| t.size().first().copied().unwrap_or(0) as u64)
+                .unwrap_or(0),
         };
         self.object
-            .hook(hook, &ctx, RSlice::from_slice(&self.inputs), RSlice::from_slice(&values))
+            .hook(
+                hook,
+                &ctx,
+                RSlice::from_slice(&self.inputs),
+                RSlice::from_slice(&values),
+            )
             .into_result()
     }
 
     /// For metrics: one epoch over `batches`, reduced as if each group of batches had run on
     /// its own worker. `workers[k]` lists the batch indices worker `k` saw.
-    pub fn metric_epoch(&mut self, batches: &[Vec<Tensor>], workers: &[Vec<usize>]) -> Result<Vec<Value>, PluginError> {
+    pub fn metric_epoch(
+        &mut self,
+        batches: &[Vec<Tensor>],
+        workers: &[Vec<usize>],
+    ) -> Result<Vec<Value>, PluginError> {
         let mut partials = RVec::new();
         for worker in workers {
             self.hook(TraceHook::EpochBegin, &[])?;
@@ -179,7 +228,10 @@ impl TestTrace {
                 partials.push(partial);
             }
         }
-        self.object.metric_reduce(partials).into_result().map(|v| v.into_iter().collect())
+        self.object
+            .metric_reduce(partials)
+            .into_result()
+            .map(|v| v.into_iter().collect())
     }
 }
 
@@ -197,7 +249,10 @@ impl TestModel {
     /// Runs the model.
     pub fn forward(&mut self, inputs: &[&Tensor], train: bool) -> Result<Vec<Tensor>, PluginError> {
         let handles = refs(inputs);
-        tensors(self.0.forward(RSlice::from_slice(&handles), train, RSlice::from_slice(&[])))
+        tensors(
+            self.0
+                .forward(RSlice::from_slice(&handles), train, RSlice::from_slice(&[])),
+        )
     }
 
     /// The model's variables by name.

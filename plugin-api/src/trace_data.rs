@@ -40,9 +40,11 @@ impl Value {
         match self {
             Value::Float(v) => Some(*v),
             Value::Int(v) => Some(*v as f64),
-            Value::Tensor(t) if t.view().numel() == 1 => {
-                t.view().f_double_value(&[]).ok().or_else(|| t.view().f_double_value(&[0]).ok())
-            }
+            Value::Tensor(t) if t.view().numel() == 1 => t
+                .view()
+                .f_double_value(&[])
+                .ok()
+                .or_else(|| t.view().f_double_value(&[0]).ok()),
             _ => None,
         }
     }
@@ -160,7 +162,9 @@ impl<'a> TraceData<'a> {
         match self.get(index) {
             ValueRef::Float(v) => Ok(v),
             ValueRef::Int(v) => Ok(v as f64),
-            ValueRef::Tensor(t) if t.view().numel() == 1 => Ok(t.view().f_view([1])?.double_value(&[0])),
+            ValueRef::Tensor(t) if t.view().numel() == 1 => {
+                Ok(t.view().f_view([1])?.double_value(&[0]))
+            }
             other => Err(self.wrong_input(index, "a number", other)),
         }
     }

@@ -63,7 +63,10 @@ impl FromConfig for CrossEntropy {
                 let mut weights = Vec::new();
                 for (class, weight) in map {
                     let index: i64 = class.parse().map_err(|_| {
-                        Error::config(format!("class_weights.{class}"), "class keys must be class indices")
+                        Error::config(
+                            format!("class_weights.{class}"),
+                            "class keys must be class indices",
+                        )
                     })?;
                     classes.push(index);
                     weights.push(weight);
@@ -115,22 +118,41 @@ impl CrossEntropy {
                     labels = labels.f_squeeze_dim(-1)?;
                 }
                 let log_probs = self.log_probs(y_pred)?;
+                if log_probs.dim() == 2 {
+                    // One fused kernel (and backward node) instead of gather/squeeze/neg.
+                    return Ok(log_probs.f_nll_loss::<Tensor>(
+                        &labels,
+                        None,
+                        Reduction::None,
+                        -100,
+                    )?);
+                }
                 let picked = log_probs.f_gather(-1, &labels.f_unsqueeze(-1)?, false)?;
                 Ok(picked.f_squeeze_dim(-1)?.f_neg()?)
             }
             Form::Categorical => {
                 let log_probs = self.log_probs(y_pred)?;
                 let y = y_true.f_to_kind(log_probs.kind())?;
-                Ok(y.f_mul(&log_probs)?.f_sum_dim_intlist(-1, false, log_probs.kind())?.f_neg()?)
+                Ok(y.f_mul(&log_probs)?
+                    .f_sum_dim_intlist(-1, false, log_probs.kind())?
+                    .f_neg()?)
             }
             Form::Binary => {
                 let y = y_true.f_to_kind(y_pred.kind())?.f_reshape(y_pred.size())?;
                 let loss = if self.from_logits {
-                    y_pred.f_binary_cross_entropy_with_logits::<Tensor>(&y, None, None, Reduction::None)?
+                    y_pred.f_binary_cross_entropy_with_logits::<Tensor>(
+                        &y,
+                        None,
+                        None,
+                        Reduction::None,
+                    )?
                 } else {
                     let p = y_pred.f_clamp(EPSILON, 1.0 - EPSILON)?;
                     let pos = y.f_mul(&p.f_log()?)?;
-                    let neg = y.f_neg()?.f_add_scalar(1.0)?.f_mul(&p.f_neg()?.f_add_scalar(1.0)?.f_log()?)?;
+                    let neg = y
+                        .f_neg()?
+                        .f_add_scalar(1.0)?
+                        .f_mul(&p.f_neg()?.f_add_scalar(1.0)?.f_log()?)?;
                     pos.f_add(&neg)?.f_neg()?
                 };
                 // One loss per sample: average any trailing dimensions.
@@ -144,7 +166,12 @@ impl CrossEntropy {
     }
 
     /// Weight of each sample's true class (binary: the 0/1 label; one-hot: the argmax).
-    fn sample_weights(&mut self, form: Form, y_pred: &Tensor, y_true: &Tensor) -> Result<Option<Tensor>> {
+    fn sample_weights(
+        &mut self,
+        form: Form,
+        y_pred: &Tensor,
+        y_true: &Tensor,
+    ) -> Result<Option<Tensor>> {
         let Some((classes, weights)) = &self.class_weights else {
             return Ok(None);
         };
@@ -152,9 +179,17 @@ impl CrossEntropy {
             Form::Categorical => y_true.f_argmax(-1, false)?,
             Form::Sparse | Form::Binary => y_true.f_to_kind(Kind::Int64)?.f_flatten(0, -1)?,
         };
-        let needed = classes.iter().copied().max().unwrap_or(0).max(y_pred.size().last().copied().unwrap_or(1)) + 1;
+        let needed = classes
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(y_pred.size().last().copied().unwrap_or(1))
+            + 1;
         let table = match &self.weight_table {
-            Some(table) if table.size()[0] >= needed && table.device() == y_pred.device() => table.shallow_clone(),
+            Some(table) if table.size()[0] >= needed && table.device() == y_pred.device() => {
+                table.shallow_clone()
+            }
             _ => {
                 let mut values = vec![1.0f32; needed as usize];
                 for (&class, &weight) in classes.iter().zip(weights) {
@@ -167,14 +202,20 @@ impl CrossEntropy {
                 table
             }
         };
-        Ok(Some(table.f_index_select(0, &labels.f_to_device(y_pred.device())?)?))
+        Ok(Some(table.f_index_select(
+            0,
+            &labels.f_to_device(y_pred.device())?,
+        )?))
     }
 }
 
 impl TensorOp for CrossEntropy {
     fn forward(&mut self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         let [y_pred, y_true] = inputs else {
-            return Err(Error::msg(format!("expected inputs [y_pred, y_true], got {} tensors", inputs.len())));
+            return Err(Error::msg(format!(
+                "expected inputs [y_pred, y_true], got {} tensors",
+                inputs.len()
+            )));
         };
         let form = self.form_for(y_pred, y_true);
         let mut loss = self.per_sample(form, y_pred, y_true)?;
@@ -231,7 +272,9 @@ mod tests {
     fn binary_form_and_per_sample_losses() {
         let y_pred = t(&[0.9, 0.2], &[2, 1]);
         let y_true = t(&[1.0, 0.0], &[2, 1]);
-        let mut op = testing::tensor_op("CrossEntropy", "average_loss = false", &["p", "y"], &["ce"]).unwrap();
+        let mut op =
+            testing::tensor_op("CrossEntropy", "average_loss = false", &["p", "y"], &["ce"])
+                .unwrap();
         let out = op.forward(&[&y_pred, &y_true]).unwrap().remove(0);
         assert_eq!(out.size(), [2]);
         assert!((out.double_value(&[0]) + 0.9f64.ln()).abs() < 1e-6);
@@ -242,7 +285,13 @@ mod tests {
     fn class_weights_scale_each_sample() {
         let y_pred = t(&[0.1, 0.9, 0.8, 0.2], &[2, 2]);
         let y_true = Tensor::from_slice(&[1i64, 0]);
-        let mut op = testing::tensor_op("CrossEntropy", "average_loss = false\nclass_weights = { 1 = 2.0 }", &["p", "y"], &["ce"]).unwrap();
+        let mut op = testing::tensor_op(
+            "CrossEntropy",
+            "average_loss = false\nclass_weights = { 1 = 2.0 }",
+            &["p", "y"],
+            &["ce"],
+        )
+        .unwrap();
         let out = op.forward(&[&y_pred, &y_true]).unwrap().remove(0);
         assert!((out.double_value(&[0]) + 2.0 * 0.9f64.ln()).abs() < 1e-6);
         assert!((out.double_value(&[1]) + 0.8f64.ln()).abs() < 1e-6);
@@ -252,7 +301,8 @@ mod tests {
     fn gradient_flows_to_predictions() {
         let logits = Tensor::zeros([3, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
         let labels = Tensor::from_slice(&[0i64, 1, 2]);
-        let mut op = testing::tensor_op("CrossEntropy", "from_logits = true", &["p", "y"], &["ce"]).unwrap();
+        let mut op =
+            testing::tensor_op("CrossEntropy", "from_logits = true", &["p", "y"], &["ce"]).unwrap();
         let out = op.forward(&[&logits, &labels]).unwrap().remove(0);
         out.backward();
         assert!(logits.grad().abs().sum(Kind::Float).double_value(&[]) > 0.0);
@@ -260,9 +310,13 @@ mod tests {
 
     #[test]
     fn wrong_arity_and_unknown_field_are_config_errors() {
-        let err = testing::tensor_op("CrossEntropy", "", &["p"], &["ce"]).err().unwrap();
+        let err = testing::tensor_op("CrossEntropy", "", &["p"], &["ce"])
+            .err()
+            .unwrap();
         assert_eq!(err.field.as_str(), "inputs");
-        let err = testing::tensor_op("CrossEntropy", "from_logit = true", &["p", "y"], &["ce"]).err().unwrap();
+        let err = testing::tensor_op("CrossEntropy", "from_logit = true", &["p", "y"], &["ce"])
+            .err()
+            .unwrap();
         assert_eq!(err.field.as_str(), "from_logit");
     }
 }

@@ -28,7 +28,10 @@ inventory::submit! {
 fe_plugin_api::export_plugin!();
 
 /// Per-sample losses, or their mean when `average` is set (FastEstimator's `average_loss`).
-fn reduce(per_sample: fe_plugin_api::tch::Tensor, average: bool) -> fe_plugin_api::Result<fe_plugin_api::tch::Tensor> {
+fn reduce(
+    per_sample: fe_plugin_api::tch::Tensor,
+    average: bool,
+) -> fe_plugin_api::Result<fe_plugin_api::tch::Tensor> {
     if average {
         Ok(per_sample.f_mean(per_sample.kind())?)
     } else {

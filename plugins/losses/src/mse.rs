@@ -36,12 +36,17 @@ impl FromConfig for MeanSquaredError {
 impl TensorOp for MeanSquaredError {
     fn forward(&mut self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         let [y_pred, y_true] = inputs else {
-            return Err(Error::msg(format!("expected inputs [y_pred, y_true], got {} tensors", inputs.len())));
+            return Err(Error::msg(format!(
+                "expected inputs [y_pred, y_true], got {} tensors",
+                inputs.len()
+            )));
         };
         let y_true = y_true.f_to_kind(y_pred.kind())?;
         let squared = y_pred.f_sub(&y_true)?.f_square()?;
         let per_sample = if squared.dim() > 1 {
-            squared.f_flatten(1, -1)?.f_mean_dim(-1, false, squared.kind())?
+            squared
+                .f_flatten(1, -1)?
+                .f_mean_dim(-1, false, squared.kind())?
         } else {
             squared
         };
@@ -66,11 +71,26 @@ mod tests {
 
     #[test]
     fn shape_mismatch_is_an_error_not_a_crash() {
-        let y_pred = Tensor::zeros([4, 10], (fe_plugin_api::tch::Kind::Float, fe_plugin_api::tch::Device::Cpu));
-        let y_true = Tensor::zeros([4, 3], (fe_plugin_api::tch::Kind::Float, fe_plugin_api::tch::Device::Cpu));
+        let y_pred = Tensor::zeros(
+            [4, 10],
+            (
+                fe_plugin_api::tch::Kind::Float,
+                fe_plugin_api::tch::Device::Cpu,
+            ),
+        );
+        let y_true = Tensor::zeros(
+            [4, 3],
+            (
+                fe_plugin_api::tch::Kind::Float,
+                fe_plugin_api::tch::Device::Cpu,
+            ),
+        );
         let mut op = testing::tensor_op("MeanSquaredError", "", &["p", "y"], &["mse"]).unwrap();
         let err = op.forward(&[&y_pred, &y_true]).unwrap_err();
         assert!(err.message.contains("must match the size"), "{err}");
-        assert!(!err.message.contains('\n'), "libtorch backtrace must be cut: {err}");
+        assert!(
+            !err.message.contains('\n'),
+            "libtorch backtrace must be cut: {err}"
+        );
     }
 }

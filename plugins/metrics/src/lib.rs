@@ -3,7 +3,8 @@
 
 use fe_plugin_api::tch::{Kind, Tensor};
 use fe_plugin_api::{
-    inventory, CreateContext, Error, FromConfig, Metric, NoConfig, Registration, Result, State, Value,
+    inventory, CreateContext, Error, FromConfig, Metric, NoConfig, Registration, Result, State,
+    Value,
 };
 
 inventory::submit! {
@@ -38,7 +39,10 @@ fn predicted_classes(y_pred: &Tensor) -> Result<Tensor> {
     if size.len() >= 2 && size[size.len() - 1] > 1 {
         Ok(y_pred.f_argmax(-1, false)?)
     } else {
-        Ok(y_pred.f_reshape([size.first().copied().unwrap_or(1), -1])?.f_gt(0.5)?.f_to_kind(Kind::Int64)?)
+        Ok(y_pred
+            .f_reshape([size.first().copied().unwrap_or(1), -1])?
+            .f_gt(0.5)?
+            .f_to_kind(Kind::Int64)?)
     }
 }
 
@@ -58,7 +62,10 @@ impl Metric for Accuracy {
 
     fn accumulate(&mut self, inputs: &[&Tensor]) -> Result<()> {
         let [y_true, y_pred] = inputs else {
-            return Err(Error::msg(format!("expected inputs [y_true, y_pred], got {}", inputs.len())));
+            return Err(Error::msg(format!(
+                "expected inputs [y_true, y_pred], got {}",
+                inputs.len()
+            )));
         };
         let predicted = predicted_classes(y_pred)?.f_reshape([-1])?;
         let labels = true_classes(y_true, y_pred)?.f_reshape([-1])?;
@@ -69,7 +76,9 @@ impl Metric for Accuracy {
                 labels.numel()
             )));
         }
-        let correct = predicted.f_eq_tensor(&labels.f_to_device(predicted.device())?)?.f_sum(Kind::Int64)?;
+        let correct = predicted
+            .f_eq_tensor(&labels.f_to_device(predicted.device())?)?
+            .f_sum(Kind::Int64)?;
         self.correct += correct.int64_value(&[]) as u64;
         self.total += labels.numel() as u64;
         Ok(())
@@ -86,7 +95,11 @@ impl Metric for Accuracy {
             correct += c;
             total += t;
         }
-        let accuracy = if total == 0 { f64::NAN } else { correct as f64 / total as f64 };
+        let accuracy = if total == 0 {
+            f64::NAN
+        } else {
+            correct as f64 / total as f64
+        };
         Ok(vec![Value::Float(accuracy)])
     }
 }
@@ -104,14 +117,26 @@ mod tests {
     fn accuracy_is_exact_for_any_split_across_workers() {
         // 3 batches; 5 of 8 predictions right.
         let batches = vec![
-            vec![Tensor::from_slice(&[0i64, 1, 2]), Tensor::from_slice(&[0.9f32, 0.1, 0.2, 0.8, 0.3, 0.7]).reshape([3, 2])],
-            vec![Tensor::from_slice(&[1i64, 1]), Tensor::from_slice(&[0.4f32, 0.6, 0.1, 0.9]).reshape([2, 2])],
-            vec![Tensor::from_slice(&[0i64, 0, 1]), Tensor::from_slice(&[0.2f32, 0.8, 0.6, 0.4, 0.7, 0.3]).reshape([3, 2])],
+            vec![
+                Tensor::from_slice(&[0i64, 1, 2]),
+                Tensor::from_slice(&[0.9f32, 0.1, 0.2, 0.8, 0.3, 0.7]).reshape([3, 2]),
+            ],
+            vec![
+                Tensor::from_slice(&[1i64, 1]),
+                Tensor::from_slice(&[0.4f32, 0.6, 0.1, 0.9]).reshape([2, 2]),
+            ],
+            vec![
+                Tensor::from_slice(&[0i64, 0, 1]),
+                Tensor::from_slice(&[0.2f32, 0.8, 0.6, 0.4, 0.7, 0.3]).reshape([3, 2]),
+            ],
         ];
         let mut acc = testing::trace("Accuracy", "", &["y", "y_pred"], &["accuracy"]).unwrap();
         let one = value(&acc.metric_epoch(&batches, &[vec![0, 1, 2]]).unwrap());
         let two = value(&acc.metric_epoch(&batches, &[vec![0], vec![1, 2]]).unwrap());
-        let three = value(&acc.metric_epoch(&batches, &[vec![2], vec![0], vec![1]]).unwrap());
+        let three = value(
+            &acc.metric_epoch(&batches, &[vec![2], vec![0], vec![1]])
+                .unwrap(),
+        );
         assert!((one - 5.0 / 8.0).abs() < 1e-12, "{one}");
         assert_eq!(one, two);
         assert_eq!(one, three);
@@ -125,7 +150,10 @@ mod tests {
         ]];
         let mut acc = testing::trace("Accuracy", "", &["y", "p"], &["acc"]).unwrap();
         assert_eq!(value(&acc.metric_epoch(&batches, &[vec![0]]).unwrap()), 0.5);
-        let binary = vec![vec![Tensor::from_slice(&[1i64, 0, 1]), Tensor::from_slice(&[0.9f32, 0.4, 0.2]).reshape([3, 1])]];
+        let binary = vec![vec![
+            Tensor::from_slice(&[1i64, 0, 1]),
+            Tensor::from_slice(&[0.9f32, 0.4, 0.2]).reshape([3, 1]),
+        ]];
         assert!((value(&acc.metric_epoch(&binary, &[vec![0]]).unwrap()) - 2.0 / 3.0).abs() < 1e-12);
     }
 }

@@ -51,7 +51,10 @@ impl LeNet {
         if flat_h < 1 || flat_w < 1 || channels < 1 {
             return Err(Error::config(
                 "input_shape",
-                format!("{:?} is too small for LeNet (needs at least 1x14x14)", config.input_shape),
+                format!(
+                    "{:?} is too small for LeNet (needs at least 1x14x14)",
+                    config.input_shape
+                ),
             ));
         }
         if config.classes < 1 {
@@ -73,9 +76,21 @@ impl LeNet {
 
     /// Runs the network, calling `tap(layer, output)` after each named layer.
     pub(crate) fn run(&self, x: &Tensor, tap: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
-        let x = self.conv1.forward(x).f_relu()?.f_max_pool2d([POOL, POOL], [POOL, POOL], [0, 0], [1, 1], false)?;
+        let x = self.conv1.forward(x).f_relu()?.f_max_pool2d(
+            [POOL, POOL],
+            [POOL, POOL],
+            [0, 0],
+            [1, 1],
+            false,
+        )?;
         tap("conv1", &x);
-        let x = self.conv2.forward(&x).f_relu()?.f_max_pool2d([POOL, POOL], [POOL, POOL], [0, 0], [1, 1], false)?;
+        let x = self.conv2.forward(&x).f_relu()?.f_max_pool2d(
+            [POOL, POOL],
+            [POOL, POOL],
+            [0, 0],
+            [1, 1],
+            false,
+        )?;
         tap("conv2", &x);
         let x = self.conv3.forward(&x);
         tap("conv3", &x);

@@ -28,7 +28,10 @@ fe_plugin_api::export_plugin!();
 fn single_input<'a>(inputs: &[&'a Tensor]) -> Result<&'a Tensor> {
     match inputs {
         [x] => Ok(x),
-        _ => Err(Error::msg(format!("expected 1 input, got {}", inputs.len()))),
+        _ => Err(Error::msg(format!(
+            "expected 1 input, got {}",
+            inputs.len()
+        ))),
     }
 }
 
@@ -119,27 +122,40 @@ mod tests {
         let y = model.forward(&[&x], true).unwrap();
         assert_eq!(y[0].size(), [4, 10]);
         let sums = y[0].sum_dim_intlist(-1, false, Kind::Float);
-        assert!(sums.allclose(&Tensor::ones([4], (Kind::Float, Device::Cpu)), 1e-5, 1e-5, false));
+        assert!(sums.allclose(
+            &Tensor::ones([4], (Kind::Float, Device::Cpu)),
+            1e-5,
+            1e-5,
+            false
+        ));
     }
 
     #[test]
     fn lenet_matches_fastestimator_parameter_count() {
         // FastEstimator's LeNet for (1, 28, 28) and 10 classes has 93,322 parameters.
         let model = testing::model("LeNet", "").unwrap();
-        let count: i64 = model.variables().unwrap().iter().map(|(_, t)| t.numel() as i64).sum();
+        let count: i64 = model
+            .variables()
+            .unwrap()
+            .iter()
+            .map(|(_, t)| t.numel() as i64)
+            .sum();
         assert_eq!(count, 93_322);
     }
 
     #[test]
     fn lenet_handles_other_input_shapes() {
-        let mut model = testing::model("LeNet", "input_shape = [3, 32, 32]\nclasses = 100").unwrap();
+        let mut model =
+            testing::model("LeNet", "input_shape = [3, 32, 32]\nclasses = 100").unwrap();
         let x = Tensor::rand([2, 3, 32, 32], (Kind::Float, Device::Cpu));
         assert_eq!(model.forward(&[&x], false).unwrap()[0].size(), [2, 100]);
     }
 
     #[test]
     fn lenet_rejects_inputs_too_small() {
-        let err = testing::model("LeNet", "input_shape = [1, 8, 8]").err().unwrap();
+        let err = testing::model("LeNet", "input_shape = [1, 8, 8]")
+            .err()
+            .unwrap();
         assert!(err.message.contains("too small"), "{err}");
     }
 
@@ -148,7 +164,9 @@ mod tests {
         let mut model = testing::model("MLP", "inputs = 6\nhidden = [5, 4]\nclasses = 3").unwrap();
         let x = Tensor::rand([7, 2, 3], (Kind::Float, Device::Cpu));
         assert_eq!(model.forward(&[&x], true).unwrap()[0].size(), [7, 3]);
-        let err = testing::model("MLP", "inputs = 6\nhiden = [5]").err().unwrap();
+        let err = testing::model("MLP", "inputs = 6\nhiden = [5]")
+            .err()
+            .unwrap();
         assert_eq!(err.field.as_str(), "hiden");
     }
 }

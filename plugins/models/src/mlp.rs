@@ -42,7 +42,10 @@ impl Mlp {
             return Err(Error::config("inputs", "must be at least 1"));
         }
         if let Some(bad) = config.hidden.iter().position(|&w| w < 1) {
-            return Err(Error::config(format!("hidden[{bad}]"), "must be at least 1"));
+            return Err(Error::config(
+                format!("hidden[{bad}]"),
+                "must be at least 1",
+            ));
         }
         let mut widths = vec![config.inputs];
         widths.extend(&config.hidden);
@@ -51,7 +54,14 @@ impl Mlp {
         let layers = widths
             .windows(2)
             .enumerate()
-            .map(|(i, w)| nn::linear(&root / format!("fc{}", i + 1), w[0], w[1], Default::default()))
+            .map(|(i, w)| {
+                nn::linear(
+                    &root / format!("fc{}", i + 1),
+                    w[0],
+                    w[1],
+                    Default::default(),
+                )
+            })
             .collect();
         Ok(Self {
             vs,
@@ -69,6 +79,10 @@ impl Mlp {
                 x = x.f_relu()?;
             }
         }
-        Ok(if self.softmax { x.f_softmax(-1, x.kind())? } else { x })
+        Ok(if self.softmax {
+            x.f_softmax(-1, x.kind())?
+        } else {
+            x
+        })
     }
 }

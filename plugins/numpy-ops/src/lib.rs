@@ -4,7 +4,8 @@
 
 use fe_plugin_api::tch::{Kind, Tensor};
 use fe_plugin_api::{
-    inventory, CreateContext, Error, FromConfig, NoConfig, NumpyOp, Registration, Result, StepContext,
+    inventory, CreateContext, Error, FromConfig, NoConfig, NumpyOp, Registration, Result,
+    StepContext,
 };
 use serde::Deserialize;
 
@@ -26,7 +27,10 @@ const EPSILON: f64 = 1e-7;
 fn one_to_one<'a>(inputs: &[&'a Tensor]) -> Result<&'a Tensor> {
     match inputs {
         [x] => Ok(x),
-        _ => Err(Error::msg(format!("expected 1 input, got {}", inputs.len()))),
+        _ => Err(Error::msg(format!(
+            "expected 1 input, got {}",
+            inputs.len()
+        ))),
     }
 }
 
@@ -47,6 +51,10 @@ impl NumpyOp for Minmax {
         let (min, max) = (x.f_min()?, x.f_max()?);
         let range = max.f_sub(&min)?.f_clamp_min(EPSILON)?;
         Ok(vec![x.f_sub(&min)?.f_div(&range)?])
+    }
+
+    fn batchable(&self) -> bool {
+        true
     }
 
     fn forward_batch(&self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
@@ -82,7 +90,10 @@ impl FromConfig for ExpandDims {
     fn from_config(config: ExpandDimsConfig, ctx: &CreateContext<'_>) -> Result<Self> {
         ctx.expect_arity(None, None)?;
         if ctx.inputs.len() != ctx.outputs.len() {
-            return Err(Error::config("outputs", "ExpandDims needs one output per input"));
+            return Err(Error::config(
+                "outputs",
+                "ExpandDims needs one output per input",
+            ));
         }
         Ok(ExpandDims { axis: config.axis })
     }
@@ -94,7 +105,11 @@ impl ExpandDims {
             .iter()
             .map(|x| {
                 // In a batch the sample's axis k is axis k+1; negative axes count from the end.
-                let axis = if batched && self.axis >= 0 { self.axis + 1 } else { self.axis };
+                let axis = if batched && self.axis >= 0 {
+                    self.axis + 1
+                } else {
+                    self.axis
+                };
                 Ok(x.f_unsqueeze(axis)?)
             })
             .collect()
@@ -104,6 +119,10 @@ impl ExpandDims {
 impl NumpyOp for ExpandDims {
     fn forward(&self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         self.expand(inputs, false)
+    }
+
+    fn batchable(&self) -> bool {
+        true
     }
 
     fn forward_batch(&self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
@@ -148,7 +167,10 @@ impl FromConfig for Onehot {
 impl Onehot {
     fn encode(&self, labels: &Tensor) -> Result<Tensor> {
         let labels = labels.f_to_kind(Kind::Int64)?;
-        let (low, high) = (labels.f_min()?.int64_value(&[]), labels.f_max()?.int64_value(&[]));
+        let (low, high) = (
+            labels.f_min()?.int64_value(&[]),
+            labels.f_max()?.int64_value(&[]),
+        );
         if low < 0 || high >= self.num_classes {
             return Err(Error::msg(format!(
                 "label {} is outside 0..{}",
@@ -161,7 +183,9 @@ impl Onehot {
             return Ok(hot);
         }
         let smooth = self.label_smoothing;
-        Ok(hot.f_mul_scalar(1.0 - smooth)?.f_add_scalar(smooth / self.num_classes as f64)?)
+        Ok(hot
+            .f_mul_scalar(1.0 - smooth)?
+            .f_add_scalar(smooth / self.num_classes as f64)?)
     }
 }
 
@@ -169,9 +193,16 @@ impl NumpyOp for Onehot {
     fn forward(&self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         let label = one_to_one(inputs)?.f_reshape([-1])?;
         if label.numel() != 1 {
-            return Err(Error::msg(format!("expected one label per sample, got {}", label.numel())));
+            return Err(Error::msg(format!(
+                "expected one label per sample, got {}",
+                label.numel()
+            )));
         }
         Ok(vec![self.encode(&label)?.f_squeeze_dim(0)?])
+    }
+
+    fn batchable(&self) -> bool {
+        true
     }
 
     fn forward_batch(&self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
@@ -201,7 +232,10 @@ mod tests {
     #[test]
     fn minmax_of_a_constant_sample_is_zero_not_nan() {
         let op = testing::numpy_op("Minmax", "", &["x"], &["x"]).unwrap();
-        let out = op.forward(&[&Tensor::from_slice(&[7.0f32, 7.0])]).unwrap().remove(0);
+        let out = op
+            .forward(&[&Tensor::from_slice(&[7.0f32, 7.0])])
+            .unwrap()
+            .remove(0);
         assert_eq!(out.double_value(&[0]), 0.0);
     }
 
@@ -211,14 +245,23 @@ mod tests {
         let sample = Tensor::zeros([28, 28], (Kind::Uint8, fe_plugin_api::tch::Device::Cpu));
         assert_eq!(op.forward(&[&sample]).unwrap()[0].size(), [1, 28, 28]);
         let batch = Tensor::zeros([5, 28, 28], (Kind::Uint8, fe_plugin_api::tch::Device::Cpu));
-        assert_eq!(op.forward_batch(&[&batch]).unwrap()[0].size(), [5, 1, 28, 28]);
+        assert_eq!(
+            op.forward_batch(&[&batch]).unwrap()[0].size(),
+            [5, 1, 28, 28]
+        );
         let last = testing::numpy_op("ExpandDims", "", &["x"], &["x"]).unwrap();
         assert_eq!(last.forward(&[&sample]).unwrap()[0].size(), [28, 28, 1]);
     }
 
     #[test]
     fn onehot_with_smoothing_matches_fastestimator() {
-        let op = testing::numpy_op("Onehot", "num_classes = 4\nlabel_smoothing = 0.2", &["y"], &["y"]).unwrap();
+        let op = testing::numpy_op(
+            "Onehot",
+            "num_classes = 4\nlabel_smoothing = 0.2",
+            &["y"],
+            &["y"],
+        )
+        .unwrap();
         let out = op.forward(&[&Tensor::from(2i64)]).unwrap().remove(0);
         let expected = Tensor::from_slice(&[0.05f32, 0.05, 0.85, 0.05]);
         assert!(out.allclose(&expected, 1e-6, 1e-6, false), "{out:?}");

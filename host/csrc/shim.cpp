@@ -1,0 +1,113 @@
+// fe-host's shim over libtorch for what tch does not expose: fused optimizer kernels, CPU
+// autocast, and generator state. Compiled against the same libtorch headers as torch-sys.
+// Tensors arrive as the `at::Tensor*` that tch's C_tensor pointers are. Every entry point
+// catches exceptions and returns an error message (malloc'd, freed by the caller) or NULL.
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/Context.h>
+#include <ATen/core/Generator.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+char *error_copy(const std::string &message) {
+    auto first_line = message.substr(0, message.find('\n'));
+    char *out = static_cast<char *>(std::malloc(first_line.size() + 1));
+    if (out != nullptr) {
+        std::memcpy(out, first_line.c_str(), first_line.size() + 1);
+    }
+    return out;
+}
+
+std::vector<at::Tensor> list(at::Tensor **tensors, int count) {
+    std::vector<at::Tensor> out;
+    out.reserve(count);
+    for (int i = 0; i < count; ++i) {
+        out.push_back(*tensors[i]);
+    }
+    return out;
+}
+
+#define FE_GUARD(body)                                                                             \
+    try {                                                                                          \
+        body;                                                                                      \
+        return nullptr;                                                                            \
+    } catch (const std::exception &e) {                                                            \
+        return error_copy(e.what());                                                               \
+    } catch (...) {                                                                                \
+        return error_copy("unknown C++ exception");                                                \
+    }
+
+}  // namespace
+
+extern "C" {
+
+// One fused Adam (or AdamW) step over every parameter; `steps` are float scalar tensors that
+// the caller has already incremented.
+char *fe_fused_adam(at::Tensor **params, at::Tensor **grads, at::Tensor **exp_avgs,
+                    at::Tensor **exp_avg_sqs, at::Tensor **max_exp_avg_sqs, at::Tensor **steps,
+                    int count, double lr, double beta1, double beta2, double weight_decay,
+                    double eps, bool amsgrad, bool decoupled) {
+    FE_GUARD({
+        auto p = list(params, count);
+        auto g = list(grads, count);
+        auto m = list(exp_avgs, count);
+        auto v = list(exp_avg_sqs, count);
+        auto vmax = amsgrad ? list(max_exp_avg_sqs, count) : std::vector<at::Tensor>{};
+        auto s = list(steps, count);
+        if (decoupled) {
+            at::_fused_adamw_(p, g, m, v, vmax, s, lr, beta1, beta2, weight_decay, eps, amsgrad,
+                              false);
+        } else {
+            at::_fused_adam_(p, g, m, v, vmax, s, lr, beta1, beta2, weight_decay, eps, amsgrad,
+                             false);
+        }
+    })
+}
+
+// Turns CPU autocast on (to `bfloat16`) or off, keeping libtorch's nesting count balanced.
+char *fe_cpu_autocast(bool enabled) {
+    FE_GUARD({
+        if (enabled) {
+            at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+            at::autocast::set_autocast_enabled(at::kCPU, true);
+            at::autocast::increment_nesting();
+        } else {
+            at::autocast::set_autocast_enabled(at::kCPU, false);
+            if (at::autocast::decrement_nesting() == 0) {
+                at::autocast::clear_cache();
+            }
+        }
+    })
+}
+
+// The state of the default generator of `device_type` (0 = CPU, 1 = CUDA) / `index`, as a
+// uint8 tensor written to `*out`.
+char *fe_generator_state(int device_type, int index, at::Tensor **out) {
+    FE_GUARD({
+        auto device = device_type == 0 ? at::Device(at::kCPU)
+                                       : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+        auto generator = at::globalContext().defaultGenerator(device);
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        *out = new at::Tensor(generator.get_state());
+    })
+}
+
+// Restores what fe_generator_state returned.
+char *fe_set_generator_state(int device_type, int index, at::Tensor *state) {
+    FE_GUARD({
+        auto device = device_type == 0 ? at::Device(at::kCPU)
+                                       : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+        auto generator = at::globalContext().defaultGenerator(device);
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        generator.set_state(*state);
+    })
+}
+
+}  // extern "C"

@@ -1,0 +1,201 @@
+//! The command line: flags as data (clap), one function per subcommand.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::{Error, Result};
+use crate::estimator::{Estimator, RunOptions};
+use crate::manifest::Manifest;
+use crate::plugins::{default_search_path, load_registry, render_list};
+
+/// Trains and evaluates deep-learning models described by a TOML manifest; every op, model and
+/// metric comes from a plugin.
+///
+/// Exit codes: 0 success; 1 the run failed (an op, model or trace failed or panicked); 2 bad
+/// usage or an invalid manifest; 3 plugin problems; 4 the device is unavailable; 5 bad data;
+/// 6 a bad checkpoint; 70 an internal error.
+#[derive(Parser, Debug)]
+#[command(name = "fe-host", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Train (and evaluate, and test) what a manifest describes.
+    Run(RunArgs),
+    /// Inspect plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Generate a dataset.
+    #[command(subcommand)]
+    Datagen(DatagenCommand),
+    /// List the devices libtorch can use.
+    Devices,
+}
+
+/// Where to find plugins besides the manifest's `[plugins] paths`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PluginArgs {
+    /// A plugin file or directory to search (repeatable; before FE_PLUGIN_PATH and the
+    /// executable's directory).
+    #[arg(long = "plugin-dir", value_name = "PATH")]
+    pub plugin_dirs: Vec<PathBuf>,
+}
+
+/// `fe-host run`
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The manifest.
+    pub manifest: PathBuf,
+    /// auto, cpu, cuda or cuda:N (overrides the manifest's `run.device`).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// libtorch intra-op threads (overrides `run.threads`; default one per core).
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// Train for this many epochs instead of `run.epochs`.
+    #[arg(long)]
+    pub epochs: Option<u32>,
+    /// Write the logged history as JSON to this file when the run ends.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Print only errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Plugin search.
+    #[command(flatten)]
+    pub plugins: PluginArgs,
+}
+
+/// `fe-host plugins ...`
+#[derive(Subcommand, Debug)]
+pub enum PluginsCommand {
+    /// Show every plugin found, its file, version and what it provides.
+    List {
+        /// Also search the plugin paths of this manifest.
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Plugin search.
+        #[command(flatten)]
+        plugins: PluginArgs,
+    },
+}
+
+/// `fe-host datagen ...`
+#[derive(Subcommand, Debug)]
+pub enum DatagenCommand {
+    /// Synthetic handwritten-style digits in the MNIST (IDX) format.
+    Digits {
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Training samples.
+        #[arg(long, default_value_t = 20_000)]
+        train: usize,
+        /// Evaluation samples.
+        #[arg(long, default_value_t = 4_000)]
+        eval: usize,
+        /// Test samples.
+        #[arg(long, default_value_t = 2_000)]
+        test: usize,
+        /// Seed.
+        #[arg(long, default_value_t = 2026)]
+        seed: u64,
+    },
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(args) => run_manifest(args),
+        Command::Plugins(PluginsCommand::List { manifest, plugins }) => {
+            list_plugins(manifest, plugins)
+        }
+        Command::Datagen(DatagenCommand::Digits {
+            out,
+            train,
+            eval,
+            test,
+            seed,
+        }) => {
+            crate::datagen::digits::write(
+                &out,
+                crate::datagen::digits::Spec {
+                    train,
+                    eval,
+                    test,
+                    seed,
+                },
+            )?;
+            println!(
+                "wrote {train} train, {eval} eval and {test} test digits to {}",
+                out.display()
+            );
+            Ok(())
+        }
+        Command::Devices => {
+            let inventory = crate::device::Inventory::probe();
+            println!("cpu: {} threads", tch::get_num_threads());
+            println!(
+                "cuda: {} device(s); cudnn: {}; libtorch_cuda loaded: {}",
+                inventory.cuda_devices, inventory.cudnn, inventory.libtorch_cuda_loaded
+            );
+            Ok(())
+        }
+    }
+}
+
+fn run_manifest(args: RunArgs) -> Result<()> {
+    let mut manifest = Manifest::load(&args.manifest)?;
+    if let Some(epochs) = args.epochs {
+        if epochs == 0 {
+            return Err(Error::Usage("--epochs must be at least 1".into()));
+        }
+        manifest.run.epochs = epochs;
+    }
+    crate::runtime::tune_malloc();
+    crate::runtime::set_threads(args.threads.or(manifest.run.threads));
+    let request = args
+        .device
+        .as_deref()
+        .or(manifest.run.device.as_deref())
+        .unwrap_or("auto")
+        .parse::<crate::device::Request>()
+        .map_err(Error::Usage)?;
+    let device = crate::device::resolve(request)?;
+    let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
+    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let options = RunOptions {
+        quiet: args.quiet,
+        out: Box::new(std::io::stdout()),
+    };
+    let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
+    let outcome = estimator.fit();
+    if let Some(path) = &args.summary {
+        let json = serde_json::to_string_pretty(&estimator.system.summary)
+            .map_err(|e| Error::Internal(format!("cannot serialize the summary: {e}")))?;
+        std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
+    }
+    outcome
+}
+
+fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
+    let (paths, pins) = match manifest {
+        Some(path) => {
+            let manifest = Manifest::load(&path)?;
+            (manifest.plugins.paths, manifest.plugins.sha256)
+        }
+        None => (Vec::new(), Default::default()),
+    };
+    let search = default_search_path(&paths, &plugins.plugin_dirs);
+    let registry = load_registry(&search, &pins)?;
+    let text = render_list(&registry, &search);
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! The traces every run has (FastEstimator's TrainEssential and EvalEssential): training loss
+//! and speed every `log_steps`, and evaluation losses averaged over the epoch.
+
+use std::time::Instant;
+
+use fe_plugin_api::Mode;
+
+use super::data::Logged;
+use super::traces::{Cx, HostTrace};
+use crate::error::{Error, Result};
+use crate::network::{Batch, KeyId};
+
+/// Logs the training losses and steps/sec every `log_steps` steps, and epoch times.
+pub struct TrainEssential {
+    losses: Vec<(KeyId, String)>,
+    last_log: Option<(Instant, u64)>,
+    epoch_start: Option<Instant>,
+}
+
+impl TrainEssential {
+    /// Tracks the given loss keys.
+    pub fn new(losses: Vec<(KeyId, String)>) -> Self {
+        Self {
+            losses,
+            last_log: None,
+            epoch_start: None,
+        }
+    }
+}
+
+fn loss_value(batch: &Batch, key: KeyId, name: &str) -> Result<Option<f64>> {
+    let Some(loss) = batch.get(key) else {
+        return Ok(None);
+    };
+    let value = loss
+        .f_mean(tch::Kind::Double)
+        .map(|m| m.double_value(&[]))
+        .map_err(|e| {
+            Error::Run(format!(
+                "cannot read loss `{name}`: {}",
+                crate::tch_message(e)
+            ))
+        })?;
+    Ok(Some(value))
+}
+
+impl HostTrace for TrainEssential {
+    fn inputs(&self) -> Vec<KeyId> {
+        self.losses.iter().map(|(k, _)| *k).collect()
+    }
+
+    fn on_epoch_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        self.epoch_start = Some(Instant::now());
+        if self.last_log.is_none() {
+            self.last_log = Some((Instant::now(), cx.system.global_step));
+        }
+        Ok(())
+    }
+
+    fn on_batch_end(&mut self, cx: &mut Cx<'_>, batch: &Batch) -> Result<()> {
+        let step = cx.system.global_step;
+        let every = cx.system.log_steps;
+        if every == 0 || (step != 1 && step % every != 0) {
+            return Ok(());
+        }
+        for (key, name) in &self.losses {
+            if let Some(value) = loss_value(batch, *key, name)? {
+                cx.data.write(name, Logged::Scalar(value), true);
+            }
+        }
+        let now = Instant::now();
+        if let Some((since, at_step)) = self.last_log {
+            let elapsed = now.duration_since(since).as_secs_f64();
+            if step > at_step && elapsed > 0.0 {
+                cx.data.write(
+                    "steps/sec",
+                    Logged::Scalar((step - at_step) as f64 / elapsed),
+                    true,
+                );
+            }
+        }
+        self.last_log = Some((now, step));
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        if let Some(start) = self.epoch_start.take() {
+            let seconds = start.elapsed().as_secs_f64();
+            cx.data
+                .write("epoch_time(sec)", Logged::Scalar(seconds), true);
+        }
+        for model in &cx.network.models {
+            if let Some(optimizer) = &model.optimizer {
+                cx.data.write(
+                    &format!("{}_lr", model.name),
+                    Logged::Scalar(optimizer.lr()),
+                    true,
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Averages each loss over the evaluation epoch, weighting every batch by its number of
+/// samples (so the result is the mean over samples; FastEstimator averages batch means, which
+/// differs when the last batch is smaller), and tracks the best value so far.
+pub struct EvalEssential {
+    losses: Vec<(KeyId, String)>,
+    sums: Vec<f64>,
+    samples: f64,
+    best: Vec<Option<(f64, u32)>>,
+}
+
+impl EvalEssential {
+    /// Tracks the given loss keys.
+    pub fn new(losses: Vec<(KeyId, String)>) -> Self {
+        let n = losses.len();
+        Self {
+            losses,
+            sums: vec![0.0; n],
+            samples: 0.0,
+            best: vec![None; n],
+        }
+    }
+}
+
+impl HostTrace for EvalEssential {
+    fn inputs(&self) -> Vec<KeyId> {
+        self.losses.iter().map(|(k, _)| *k).collect()
+    }
+
+    fn on_epoch_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        self.sums.iter_mut().for_each(|s| *s = 0.0);
+        self.samples = 0.0;
+        Ok(())
+    }
+
+    fn on_batch_end(&mut self, cx: &mut Cx<'_>, batch: &Batch) -> Result<()> {
+        let weight = cx.batch_size.max(1) as f64;
+        for (i, (key, name)) in self.losses.iter().enumerate() {
+            if let Some(value) = loss_value(batch, *key, name)? {
+                self.sums[i] += value * weight;
+            }
+        }
+        self.samples += weight;
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        if self.samples == 0.0 || cx.system.mode != Some(Mode::Eval) {
+            return Ok(());
+        }
+        let epoch = cx.system.epoch_idx;
+        for (i, (_, name)) in self.losses.iter().enumerate() {
+            let mean = self.sums[i] / self.samples;
+            cx.data.write(name, Logged::Scalar(mean), true);
+            let best = match self.best[i] {
+                Some((value, at)) if value <= mean => (value, at),
+                _ => (mean, epoch),
+            };
+            self.best[i] = Some(best);
+            cx.data
+                .write(&format!("min_{name}"), Logged::Scalar(best.0), true);
+            cx.data.write(
+                &format!("since_best_{name}"),
+                Logged::Scalar((epoch - best.1) as f64),
+                true,
+            );
+        }
+        Ok(())
+    }
+}

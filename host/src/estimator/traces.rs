@@ -1,0 +1,330 @@
+//! Traces as the estimator runs them: plugin traces and metrics behind the boundary, and the
+//! host's own traces (losses, logging) that need the run's internals.
+
+use std::collections::BTreeSet;
+
+use abi_stable::std_types::RString;
+use fe_plugin_api::ffi::{TraceHook, TrialEvent};
+use fe_plugin_api::{ComponentKind, DeviceSpec, Mode, StepContext, TraceContext, Value, ValueRef};
+use smallvec::SmallVec;
+
+use super::data::{Data, Logged};
+use crate::error::{Error, Result};
+use crate::manifest::{ComponentSpec, Manifest};
+use crate::network::{step_error, Batch, KeyId, Keys, Network};
+use crate::plugins::create::{creation_error, unknown_component, Creation};
+use crate::plugins::handles::TraceHandle;
+use crate::plugins::Registry;
+use crate::schedule::{DsFilter, ModeFilter};
+use crate::system::System;
+
+/// What a hook can see and change.
+pub struct Cx<'a> {
+    /// The run state (traces may set `stop_training`).
+    pub system: &'a mut System,
+    /// The network (models, learning rates).
+    pub network: &'a Network,
+    /// Writes of this hook group.
+    pub data: &'a mut Data,
+    /// Samples in the current batch (batch hooks).
+    pub batch_size: i64,
+}
+
+/// A trace implemented by the host.
+pub trait HostTrace {
+    /// Keys it reads from batches.
+    fn inputs(&self) -> Vec<KeyId> {
+        Vec::new()
+    }
+    /// Before the first epoch.
+    fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// At the start of an epoch.
+    fn on_epoch_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// After a batch.
+    fn on_batch_end(&mut self, _cx: &mut Cx<'_>, _batch: &Batch) -> Result<()> {
+        Ok(())
+    }
+    /// At the end of an epoch.
+    fn on_epoch_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// After training (also after an early stop).
+    fn on_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A plugin trace with its resolved keys.
+pub struct PluginTrace {
+    handle: TraceHandle,
+    metric: bool,
+    input_names: Vec<RString>,
+    input_ids: Vec<KeyId>,
+    outputs: Vec<String>,
+}
+
+/// What a trace is.
+pub enum TraceKind {
+    /// From a plugin.
+    Plugin(PluginTrace),
+    /// From the host.
+    Host(Box<dyn HostTrace>),
+}
+
+/// One trace with its filters.
+pub struct TraceSlot {
+    /// `Name (traces[i])`.
+    pub label: String,
+    /// Modes it runs in.
+    pub modes: ModeFilter,
+    /// Dataset ids it runs for.
+    pub ds_ids: DsFilter,
+    /// The trace.
+    pub kind: TraceKind,
+}
+
+impl TraceSlot {
+    /// A host trace running in `modes`.
+    pub fn host(label: &str, modes: ModeFilter, trace: Box<dyn HostTrace>) -> Self {
+        Self {
+            label: label.to_owned(),
+            modes,
+            ds_ids: DsFilter::Any,
+            kind: TraceKind::Host(trace),
+        }
+    }
+
+    /// Whether it runs in `mode` (and, when given, for `ds_id`).
+    pub fn active(&self, mode: Mode, ds_id: Option<&str>) -> bool {
+        self.modes.contains(mode) && ds_id.is_none_or(|id| self.ds_ids.matches(id))
+    }
+
+    /// Batch keys it reads.
+    pub fn batch_inputs(&self) -> Vec<KeyId> {
+        match &self.kind {
+            TraceKind::Plugin(p) => p.input_ids.clone(),
+            TraceKind::Host(h) => h.inputs(),
+        }
+    }
+
+    /// Names of the keys it reads (plugin traces).
+    pub fn input_names(&self) -> Vec<String> {
+        match &self.kind {
+            TraceKind::Plugin(p) => p.input_names.iter().map(|n| n.to_string()).collect(),
+            TraceKind::Host(_) => Vec::new(),
+        }
+    }
+
+    /// Names of the keys it writes (plugin traces).
+    pub fn output_names(&self) -> &[String] {
+        match &self.kind {
+            TraceKind::Plugin(p) => &p.outputs,
+            TraceKind::Host(_) => &[],
+        }
+    }
+
+    /// Runs `hook`. `batch` is given for the batch hooks.
+    pub fn run(&mut self, hook: TraceHook, cx: &mut Cx<'_>, batch: Option<&Batch>) -> Result<()> {
+        match &mut self.kind {
+            TraceKind::Host(trace) => match (hook, batch) {
+                (TraceHook::Begin, _) => trace.on_begin(cx),
+                (TraceHook::EpochBegin, _) => trace.on_epoch_begin(cx),
+                (TraceHook::BatchEnd, Some(batch)) => trace.on_batch_end(cx, batch),
+                (TraceHook::EpochEnd, _) => trace.on_epoch_end(cx),
+                (TraceHook::End, _) => trace.on_end(cx),
+                _ => Ok(()),
+            },
+            TraceKind::Plugin(trace) => trace.run(hook, cx, batch),
+        }
+    }
+
+    /// Reports a checkpoint or trial event to plugin traces.
+    pub fn event(&mut self, event: TrialEvent, dir: &str) -> Result<()> {
+        match &mut self.kind {
+            TraceKind::Plugin(trace) => {
+                trace
+                    .handle
+                    .event(event, dir)
+                    .map_err(|error| Error::Component {
+                        error,
+                        during: "trial event".to_owned(),
+                    })
+            }
+            TraceKind::Host(_) => Ok(()),
+        }
+    }
+}
+
+impl PluginTrace {
+    fn run(&mut self, hook: TraceHook, cx: &mut Cx<'_>, batch: Option<&Batch>) -> Result<()> {
+        let system = &*cx.system;
+        let mode = system.mode.unwrap_or(Mode::Train);
+        let ds_id = system.ds_id.clone();
+        let total_epochs = system.total_epochs;
+        let step = StepContext {
+            mode,
+            epoch: system.epoch_idx,
+            global_step: system.global_step,
+            batch_idx: system.batch_idx,
+            ds_id: ds_id.as_str().into(),
+            warmup: false,
+            seed: 0,
+        };
+        let ctx = TraceContext {
+            step,
+            total_epochs,
+            batch_size: if batch.is_some() {
+                cx.batch_size.max(0) as u64
+            } else {
+                0
+            },
+        };
+        // A metric only needs its inputs after each batch; its epoch hooks carry no data.
+        if self.metric
+            && hook != TraceHook::BatchEnd
+            && hook != TraceHook::EpochBegin
+            && hook != TraceHook::EpochEnd
+        {
+            return Ok(());
+        }
+        let output = {
+            let values: SmallVec<[ValueRef<'_>; 4]> = self
+                .input_names
+                .iter()
+                .zip(&self.input_ids)
+                .map(|(name, id)| match batch.and_then(|b| b.get(*id)) {
+                    Some(tensor) => ValueRef::Tensor(tensor.into()),
+                    None => match cx.data.get(name.as_str()) {
+                        Some(Logged::Scalar(v)) => ValueRef::Float(*v),
+                        Some(Logged::Tensor(t)) => ValueRef::Tensor(t.into()),
+                        Some(Logged::Text(s)) => ValueRef::Text(s.as_str().into()),
+                        None => ValueRef::Missing,
+                    },
+                })
+                .collect();
+            self.handle.hook(hook, &ctx, &self.input_names, &values)
+        }
+        .map_err(|error| step_error(error, &step))?;
+        for write in output.writes {
+            let value = match write.value {
+                Value::Float(v) => Logged::Scalar(v),
+                Value::Int(v) => Logged::Scalar(v as f64),
+                Value::Text(s) => Logged::Text(s.into_string()),
+                Value::Tensor(t) => Logged::Tensor(t.into_tensor()),
+            };
+            cx.data.write(write.key.as_str(), value, write.log);
+        }
+        if output.stop_training {
+            cx.system.stop_training = true;
+        }
+        if self.metric && hook == TraceHook::EpochEnd {
+            self.write_metric(cx, &step)?;
+        }
+        Ok(())
+    }
+
+    /// Reduces this worker's partial state (the only worker, for now) into the metric's values.
+    fn write_metric(&mut self, cx: &mut Cx<'_>, step: &StepContext<'_>) -> Result<()> {
+        let partial = self
+            .handle
+            .metric_partial()
+            .map_err(|error| step_error(error, step))?;
+        let values = self
+            .handle
+            .metric_reduce(partial.into_iter().collect())
+            .map_err(|error| step_error(error, step))?;
+        for (key, value) in self.outputs.iter().zip(values) {
+            let logged = match value {
+                Value::Float(v) => Logged::Scalar(v),
+                Value::Int(v) => Logged::Scalar(v as f64),
+                Value::Text(s) => Logged::Text(s.into_string()),
+                Value::Tensor(t) => Logged::Tensor(t.into_tensor()),
+            };
+            cx.data.write(key, logged, true);
+        }
+        Ok(())
+    }
+}
+
+/// Creates the plugin traces of the manifest.
+pub fn build_plugin_traces(
+    manifest: &Manifest,
+    registry: &Registry,
+    keys: &mut Keys,
+) -> Result<Vec<TraceSlot>> {
+    manifest
+        .traces
+        .iter()
+        .map(|spec| build_trace(manifest, registry, keys, spec))
+        .collect()
+}
+
+fn build_trace(
+    manifest: &Manifest,
+    registry: &Registry,
+    keys: &mut Keys,
+    spec: &ComponentSpec,
+) -> Result<TraceSlot> {
+    let Some(entry) = registry.get(ComponentKind::Trace, &spec.name) else {
+        return Err(unknown_component(
+            manifest,
+            registry,
+            &spec.path.key("trace"),
+            ComponentKind::Trace,
+            &spec.name,
+        ));
+    };
+    let metric = entry.info.is_metric;
+    let default_mode = entry.info.default_mode.to_string();
+    let creation = Creation::new(
+        &spec.path,
+        &spec.inputs,
+        &spec.outputs,
+        DeviceSpec::CPU,
+        manifest.run.seed,
+    );
+    let handle = match registry.create_trace(&spec.name, &spec.config_text(), &creation.context()) {
+        Some(Ok(object)) => TraceHandle(object),
+        Some(Err(error)) => return Err(creation_error(manifest, &spec.path, error)),
+        None => {
+            return Err(manifest.error_at(
+                &spec.path.key("trace"),
+                format!("`{}` cannot be used as a trace", spec.name),
+            ))
+        }
+    };
+    let modes = match spec.mode {
+        Some(modes) => modes,
+        None => ModeFilter::parse_default(&default_mode)
+            .map_err(|e| manifest.error_at(&spec.path, e))?,
+    };
+    Ok(TraceSlot {
+        label: spec.label(),
+        modes,
+        ds_ids: spec.ds_id.clone(),
+        kind: TraceKind::Plugin(PluginTrace {
+            handle,
+            metric,
+            input_names: spec
+                .inputs
+                .iter()
+                .map(|s| RString::from(s.as_str()))
+                .collect(),
+            input_ids: keys.intern_all(&spec.inputs),
+            outputs: spec.outputs.clone(),
+        }),
+    })
+}
+
+/// Batch keys the active traces of `mode`/`ds_id` read.
+pub fn wanted_keys(traces: &[TraceSlot], mode: Mode, ds_id: &str) -> BTreeSet<KeyId> {
+    traces
+        .iter()
+        .filter(|t| t.active(mode, Some(ds_id)))
+        .flat_map(TraceSlot::batch_inputs)
+        .collect()
+}

@@ -1,0 +1,32 @@
+//! # fe-host
+//!
+//! Trains and evaluates models described by a TOML manifest, FastEstimator-style: a
+//! [pipeline](pipeline) feeds batches to a [network](network) of ops, [traces](estimator) watch
+//! every batch and epoch, and every op, model, metric and transform is loaded from a
+//! [plugin](plugins) built against `fe-plugin-api`.
+//!
+//! The binary (`src/main.rs`) only parses the command line and maps [`Error`]s to exit codes;
+//! everything else lives here.
+
+pub mod cli;
+pub mod datagen;
+pub mod device;
+pub mod error;
+pub mod estimator;
+pub mod manifest;
+pub mod network;
+pub mod optim;
+pub mod pipeline;
+pub mod plugins;
+pub mod rng;
+pub mod runtime;
+pub mod schedule;
+pub mod shim;
+pub mod system;
+
+pub use error::{Error, Result};
+
+/// A libtorch error as one line (libtorch appends a C++ backtrace to its messages).
+pub fn tch_message(error: tch::TchError) -> String {
+    fe_plugin_api::Error::from(error).message().to_owned()
+}

@@ -1,0 +1,29 @@
+//! `fe-host`: parse the command line, run, map the outcome to an exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    // Panics inside fe-host are bugs; report them as one line, never as a backtrace.
+    fe_plugin_api::install_quiet_panic_hook();
+    let cli = match fe_host::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(error.exit_code() as u8);
+        }
+    };
+    match std::panic::catch_unwind(|| fe_host::cli::run(cli)) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(error)) => {
+            eprintln!("error: {error}");
+            ExitCode::from(error.exit_code() as u8)
+        }
+        Err(payload) => {
+            let error = fe_host::Error::Internal(fe_plugin_api::panic_message(payload.as_ref()));
+            eprintln!("error: {error}");
+            ExitCode::from(error.exit_code() as u8)
+        }
+    }
+}

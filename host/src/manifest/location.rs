@@ -1,0 +1,166 @@
+//! Pointing at the manifest: key paths (`network.ops[2].inputs`) to line and column.
+
+use std::fmt;
+
+use toml::de::{DeTable, DeValue};
+
+/// One step of a key path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    /// A table key.
+    Key(String),
+    /// An array index.
+    Index(usize),
+}
+
+/// A key path inside the manifest, e.g. `network.ops[2].inputs`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyPath(pub Vec<Seg>);
+
+impl KeyPath {
+    /// The path of a top-level key.
+    pub fn root(key: &str) -> Self {
+        KeyPath(vec![Seg::Key(key.to_owned())])
+    }
+
+    /// This path extended by a key.
+    pub fn key(&self, key: &str) -> Self {
+        let mut segs = self.0.clone();
+        segs.push(Seg::Key(key.to_owned()));
+        KeyPath(segs)
+    }
+
+    /// This path extended by an index.
+    pub fn index(&self, index: usize) -> Self {
+        let mut segs = self.0.clone();
+        segs.push(Seg::Index(index));
+        KeyPath(segs)
+    }
+
+    /// This path extended by a dotted sub-path such as `a.b[1]` (from plugin config errors).
+    pub fn join_dotted(&self, dotted: &str) -> Self {
+        let mut out = self.clone();
+        for part in dotted.split('.').filter(|p| !p.is_empty()) {
+            let (name, indices) = match part.find('[') {
+                Some(open) => (&part[..open], &part[open..]),
+                None => (part, ""),
+            };
+            if !name.is_empty() {
+                out = out.key(name);
+            }
+            for index in indices.split(['[', ']']).filter(|s| !s.is_empty()) {
+                match index.parse() {
+                    Ok(i) => out = out.index(i),
+                    Err(_) => out = out.key(index),
+                }
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for KeyPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, seg) in self.0.iter().enumerate() {
+            match seg {
+                Seg::Key(key) if i == 0 => write!(f, "{key}")?,
+                Seg::Key(key) => write!(f, ".{key}")?,
+                Seg::Index(index) => write!(f, "[{index}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 1-based line and column of byte `offset` in `source`.
+pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(source.len());
+    let before = &source[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let column = source[line_start..offset].chars().count() + 1;
+    (line, column)
+}
+
+/// Where `path` is written in `source`: the key itself when the path ends in a key, else the
+/// value. Falls back to the deepest part of the path that exists.
+pub fn locate(source: &str, path: &KeyPath) -> Option<(usize, usize)> {
+    let document = DeTable::parse(source).ok()?;
+    let mut table: &DeTable<'_> = document.get_ref();
+    let mut array: Option<&[toml::Spanned<DeValue<'_>>]> = None;
+    let mut best: Option<usize> = None;
+    for seg in &path.0 {
+        let value = match (seg, array) {
+            (Seg::Key(key), None) => {
+                let Some((k, v)) = table
+                    .iter()
+                    .find(|(k, _)| k.get_ref().as_ref() == key.as_str())
+                else {
+                    break;
+                };
+                best = Some(k.span().start);
+                v
+            }
+            (Seg::Index(index), Some(items)) => {
+                let Some(item) = items.get(*index) else { break };
+                best = Some(item.span().start);
+                item
+            }
+            _ => break,
+        };
+        match value.get_ref() {
+            DeValue::Table(inner) => {
+                table = inner;
+                array = None;
+            }
+            DeValue::Array(items) => {
+                array = Some(items.as_ref());
+            }
+            _ => {
+                array = None;
+            }
+        }
+    }
+    best.map(|offset| line_col(source, offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOURCE: &str = "[run]\nepochs = 2\n\n[[network.ops]]\nop = \"ModelOp\"\n\n[[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\n";
+
+    #[test]
+    fn locates_keys_inside_arrays_of_tables() {
+        let path = KeyPath::root("network").key("ops").index(1).key("inputs");
+        assert_eq!(path.to_string(), "network.ops[1].inputs");
+        assert_eq!(locate(SOURCE, &path), Some((9, 1)));
+        assert_eq!(
+            locate(SOURCE, &KeyPath::root("run").key("epochs")),
+            Some((2, 1))
+        );
+    }
+
+    #[test]
+    fn falls_back_to_the_deepest_existing_part() {
+        let missing = KeyPath::root("network").key("ops").index(1).key("missing");
+        let table = KeyPath::root("network").key("ops").index(1);
+        assert_eq!(locate(SOURCE, &missing), locate(SOURCE, &table));
+        assert_eq!(
+            locate(SOURCE, &KeyPath::root("run").key("nope")),
+            Some((1, 2))
+        );
+    }
+
+    #[test]
+    fn dotted_paths_from_plugins_extend_the_key_path() {
+        let path = KeyPath::root("traces").index(0).join_dotted("weights[2].x");
+        assert_eq!(path.to_string(), "traces[0].weights[2].x");
+    }
+
+    #[test]
+    fn line_col_is_one_based() {
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+        assert_eq!(line_col("ab", 0), (1, 1));
+    }
+}

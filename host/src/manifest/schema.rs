@@ -1,0 +1,142 @@
+//! The manifest as written: what serde reads before validation.
+//!
+//! Component tables (ops, traces, models, datasets) stay as TOML tables here: the host takes
+//! the keys it owns (`op`, `inputs`, `outputs`, `mode`, `ds_id`, ...) and hands the rest to the
+//! component, whose plugin deserializes and checks it.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The whole manifest.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawManifest {
+    /// Run-wide settings.
+    #[serde(default)]
+    pub run: RawRun,
+    /// Where plugins come from.
+    #[serde(default)]
+    pub plugins: RawPlugins,
+    /// Data in, per mode.
+    pub pipeline: RawPipeline,
+    /// Models and their optimizers.
+    #[serde(default)]
+    pub models: Vec<toml::Table>,
+    /// The network: ops, post-processing, slicers.
+    #[serde(default)]
+    pub network: RawNetwork,
+    /// Traces: metrics and callbacks.
+    #[serde(default)]
+    pub traces: Vec<toml::Table>,
+}
+
+/// `[run]`
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawRun {
+    /// Number of training epochs.
+    #[serde(default = "one")]
+    pub epochs: u32,
+    /// Seed for everything random (data order, initialisation, augmentation).
+    #[serde(default)]
+    pub seed: u64,
+    /// `auto`, `cpu`, `cuda` or `cuda:N`; the command line overrides it.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// libtorch intra-op threads; 0 or absent means one per core.
+    #[serde(default)]
+    pub threads: Option<u32>,
+    /// Log training every N steps; 0 turns training logs off.
+    #[serde(default = "hundred")]
+    pub log_steps: u64,
+    /// Cut short or extend each training epoch to N steps.
+    #[serde(default)]
+    pub train_steps_per_epoch: Option<u64>,
+    /// Cut short or extend each evaluation epoch to N steps.
+    #[serde(default)]
+    pub eval_steps_per_epoch: Option<u64>,
+}
+
+impl Default for RawRun {
+    fn default() -> Self {
+        Self {
+            epochs: 1,
+            seed: 0,
+            device: None,
+            threads: None,
+            log_steps: 100,
+            train_steps_per_epoch: None,
+            eval_steps_per_epoch: None,
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn hundred() -> u64 {
+    100
+}
+
+/// `[plugins]`
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlugins {
+    /// Plugin files or directories to search first, relative to the manifest.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Expected sha256 of plugin files, by file name; a mismatch refuses the file.
+    #[serde(default)]
+    pub sha256: BTreeMap<String, String>,
+}
+
+/// `[pipeline]`
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawPipeline {
+    /// Samples per batch.
+    pub batch_size: u32,
+    /// Shuffle training data each epoch (default); evaluation data is never shuffled.
+    #[serde(default = "yes")]
+    pub shuffle: bool,
+    /// Drop the last, incomplete batch of an epoch.
+    #[serde(default)]
+    pub drop_last: bool,
+    /// Worker threads for per-sample ops; absent means one per core.
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// Batches prepared ahead of the network, per worker.
+    #[serde(default = "two")]
+    pub prefetch: usize,
+    /// Datasets by mode: a table, or an array of tables each with a `ds_id`.
+    #[serde(default)]
+    pub data: BTreeMap<String, toml::Value>,
+    /// Per-sample ops, in order.
+    #[serde(default)]
+    pub ops: Vec<toml::Table>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn two() -> usize {
+    2
+}
+
+/// `[network]`
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawNetwork {
+    /// Tensor ops, in order.
+    #[serde(default)]
+    pub ops: Vec<toml::Table>,
+    /// Batch-level numpy ops run on the CPU after the tensor ops.
+    #[serde(default)]
+    pub postprocessing: Vec<toml::Table>,
+    /// Slicers that cut each batch into minibatches.
+    #[serde(default)]
+    pub slicers: Vec<toml::Table>,
+}

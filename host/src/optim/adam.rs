@@ -1,0 +1,210 @@
+//! Adam and AdamW.
+
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+use super::{no_grad, Optimizer, Slots};
+
+/// `optimizer = { type = "adam", lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8 }`
+#[derive(Deserialize, Serialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct AdamConfig {
+    /// Learning rate.
+    #[serde(default = "default_lr")]
+    pub lr: f64,
+    /// Decay rates of the first and second moment estimates.
+    #[serde(default = "default_betas")]
+    pub betas: (f64, f64),
+    /// Added to the denominator for numerical stability.
+    #[serde(default = "default_eps")]
+    pub eps: f64,
+    /// Weight decay: L2 penalty for Adam, decoupled decay for AdamW (default 0.01 there).
+    #[serde(default)]
+    pub weight_decay: Option<f64>,
+    /// Use the maximum of past second moments (AMSGrad).
+    #[serde(default)]
+    pub amsgrad: bool,
+    /// Run libtorch's fused kernel (one launch for all parameters). Results match the
+    /// per-tensor path to float rounding; set `false` for bit-exact PyTorch `foreach=False`.
+    #[serde(default = "yes")]
+    pub fused: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_lr() -> f64 {
+    1e-3
+}
+
+fn default_betas() -> (f64, f64) {
+    (0.9, 0.999)
+}
+
+fn default_eps() -> f64 {
+    1e-8
+}
+
+/// Adam as `torch.optim.Adam`, or AdamW as `torch.optim.AdamW`.
+pub struct Adam {
+    config: AdamConfig,
+    decoupled: bool,
+    step: u64,
+    exp_avg: Slots,
+    exp_avg_sq: Slots,
+    max_exp_avg_sq: Slots,
+}
+
+impl Adam {
+    /// A fresh optimizer; `decoupled` selects AdamW.
+    pub fn new(config: AdamConfig, decoupled: bool) -> Self {
+        Self {
+            config,
+            decoupled,
+            step: 0,
+            exp_avg: Slots::default(),
+            exp_avg_sq: Slots::default(),
+            max_exp_avg_sq: Slots::default(),
+        }
+    }
+
+    fn weight_decay(&self) -> f64 {
+        self.config
+            .weight_decay
+            .unwrap_or(if self.decoupled { 0.01 } else { 0.0 })
+    }
+}
+
+impl Adam {
+    fn fused_step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError> {
+        let torch_error = |message: String| tch::TchError::Torch(message);
+        let amsgrad = self.config.amsgrad;
+        let mut m = Vec::with_capacity(params.len());
+        let mut v = Vec::with_capacity(params.len());
+        let mut vmax = Vec::new();
+        for (i, param) in params.iter().enumerate() {
+            m.push(self.exp_avg.get_or_zeros(i, param)?.shallow_clone());
+            v.push(self.exp_avg_sq.get_or_zeros(i, param)?.shallow_clone());
+            if amsgrad {
+                vmax.push(self.max_exp_avg_sq.get_or_zeros(i, param)?.shallow_clone());
+            }
+        }
+        // The kernel reads (never writes) the step count; one scalar serves every parameter.
+        let step = Tensor::from(self.step as f32).f_to_device(params[0].device())?;
+        let steps: Vec<Tensor> = params.iter().map(|_| step.shallow_clone()).collect();
+        let state = crate::shim::FusedAdam {
+            params,
+            grads,
+            exp_avgs: &m,
+            exp_avg_sqs: &v,
+            max_exp_avg_sqs: &vmax,
+            steps: &steps,
+        };
+        no_grad(|| {
+            crate::shim::fused_adam(
+                state,
+                self.config.lr,
+                self.config.betas,
+                self.weight_decay(),
+                self.config.eps,
+                amsgrad,
+                self.decoupled,
+            )
+        })
+        .map_err(torch_error)
+    }
+}
+
+impl Optimizer for Adam {
+    fn name(&self) -> &'static str {
+        if self.decoupled {
+            "adamw"
+        } else {
+            "adam"
+        }
+    }
+
+    fn step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError> {
+        self.step += 1;
+        if self.config.fused && !params.is_empty() && grads.iter().all(Tensor::defined) {
+            return self.fused_step(params, grads);
+        }
+        let (beta1, beta2) = self.config.betas;
+        let (lr, eps, amsgrad) = (self.config.lr, self.config.eps, self.config.amsgrad);
+        let weight_decay = self.weight_decay();
+        let bias_correction1 = 1.0 - beta1.powi(self.step as i32);
+        let bias_correction2_sqrt = (1.0 - beta2.powi(self.step as i32)).sqrt();
+        let step_size = lr / bias_correction1;
+        no_grad(|| {
+            for (i, (param, grad)) in params.iter().zip(grads).enumerate() {
+                if !grad.defined() {
+                    continue;
+                }
+                let mut p = param.shallow_clone();
+                let g = if weight_decay != 0.0 && !self.decoupled {
+                    grad.f_add(&param.f_mul_scalar(weight_decay)?)?
+                } else {
+                    grad.shallow_clone()
+                };
+                if weight_decay != 0.0 && self.decoupled {
+                    let _ = p.f_mul_scalar_(1.0 - lr * weight_decay)?;
+                }
+                let m = self.exp_avg.get_or_zeros(i, param)?;
+                let _ = m.f_lerp_(&g, 1.0 - beta1)?;
+                let m = m.shallow_clone();
+                let v = self.exp_avg_sq.get_or_zeros(i, param)?;
+                let _ = v.f_mul_scalar_(beta2)?;
+                let _ = v.f_add_(&g.f_square()?.f_mul_scalar(1.0 - beta2)?)?;
+                let second = if amsgrad {
+                    let max = self.max_exp_avg_sq.get_or_zeros(i, param)?;
+                    let _ = max.f_maximum_out(&max.shallow_clone(), v)?;
+                    max.shallow_clone()
+                } else {
+                    v.shallow_clone()
+                };
+                let denom = second
+                    .f_sqrt()?
+                    .f_div_scalar(bias_correction2_sqrt)?
+                    .f_add_scalar(eps)?;
+                let _ = p.f_sub_(&m.f_div(&denom)?.f_mul_scalar(step_size)?)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn lr(&self) -> f64 {
+        self.config.lr
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.config.lr = lr;
+    }
+
+    fn hyper_state(&self) -> serde_json::Value {
+        serde_json::json!({ "config": self.config, "decoupled": self.decoupled, "step": self.step })
+    }
+
+    fn tensor_state(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        self.exp_avg.export("exp_avg", &mut out);
+        self.exp_avg_sq.export("exp_avg_sq", &mut out);
+        self.max_exp_avg_sq.export("max_exp_avg_sq", &mut out);
+        out
+    }
+
+    fn load_state(
+        &mut self,
+        hyper: &serde_json::Value,
+        tensors: &[(String, Tensor)],
+    ) -> Result<(), String> {
+        self.config = serde_json::from_value(hyper["config"].clone()).map_err(|e| e.to_string())?;
+        self.decoupled = hyper["decoupled"].as_bool().unwrap_or(self.decoupled);
+        self.step = hyper["step"]
+            .as_u64()
+            .ok_or("optimizer state has no step count")?;
+        self.exp_avg.import("exp_avg", tensors)?;
+        self.exp_avg_sq.import("exp_avg_sq", tensors)?;
+        self.max_exp_avg_sq.import("max_exp_avg_sq", tensors)
+    }
+}

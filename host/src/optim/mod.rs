@@ -1,0 +1,145 @@
+//! Optimizers, implemented in the host over tensors so that their whole state is a set of named
+//! tensors plus JSON hyper-parameters: checkpoints save and restore it exactly, which libtorch's
+//! own optimizers (behind tch) do not allow.
+//!
+//! Each follows PyTorch's update rule for the single-tensor (non-foreach) path.
+
+mod adam;
+mod rmsprop;
+mod sgd;
+
+use serde::de::DeserializeOwned;
+use tch::Tensor;
+
+pub use adam::{Adam, AdamConfig};
+pub use rmsprop::{RmsProp, RmsPropConfig};
+pub use sgd::{Sgd, SgdConfig};
+
+/// A gradient-descent optimizer over a fixed list of parameters.
+pub trait Optimizer: Send {
+    /// The optimizer's name (`adam`, `sgd`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Applies one update. `grads[i]` belongs to `params[i]`; an undefined gradient (a parameter
+    /// the loss does not depend on) leaves its parameter untouched.
+    fn step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError>;
+
+    /// The current learning rate.
+    fn lr(&self) -> f64;
+
+    /// Sets the learning rate (LR schedules).
+    fn set_lr(&mut self, lr: f64);
+
+    /// Hyper-parameters and step count, as JSON.
+    fn hyper_state(&self) -> serde_json::Value;
+
+    /// Per-parameter state tensors, named `<slot>/<param index>`.
+    fn tensor_state(&self) -> Vec<(String, Tensor)>;
+
+    /// Restores what `hyper_state` and `tensor_state` returned.
+    fn load_state(
+        &mut self,
+        hyper: &serde_json::Value,
+        tensors: &[(String, Tensor)],
+    ) -> Result<(), String>;
+}
+
+/// Builds an optimizer from its manifest table (`type` plus hyper-parameters).
+pub fn build(table: &toml::Table) -> Result<Box<dyn Optimizer>, fe_plugin_api::Error> {
+    let mut table = table.clone();
+    let kind = match table.remove("type") {
+        Some(toml::Value::String(kind)) => kind,
+        _ => {
+            return Err(fe_plugin_api::Error::config(
+                "type",
+                "missing optimizer `type` (adam, adamw, sgd, rmsprop)",
+            ))
+        }
+    };
+    let text = toml::to_string(&table).unwrap_or_default();
+    fn parse<T: DeserializeOwned>(text: &str) -> Result<T, fe_plugin_api::Error> {
+        fe_plugin_api::parse_config(text)
+    }
+    Ok(match kind.as_str() {
+        "adam" => Box::new(Adam::new(parse::<AdamConfig>(&text)?, false)),
+        "adamw" => Box::new(Adam::new(parse::<AdamConfig>(&text)?, true)),
+        "sgd" => Box::new(Sgd::new(parse(&text)?)),
+        "rmsprop" => Box::new(RmsProp::new(parse(&text)?)),
+        other => {
+            return Err(fe_plugin_api::Error::config(
+                "type",
+                format!("unknown optimizer `{other}` (adam, adamw, sgd, rmsprop)"),
+            ))
+        }
+    })
+}
+
+/// Lazily created per-parameter state: one tensor slot per parameter.
+#[derive(Default)]
+pub(crate) struct Slots {
+    tensors: Vec<Option<Tensor>>,
+}
+
+impl Slots {
+    pub(crate) fn get_or_zeros(
+        &mut self,
+        index: usize,
+        like: &Tensor,
+    ) -> Result<&mut Tensor, tch::TchError> {
+        if self.tensors.len() <= index {
+            self.tensors.resize_with(index + 1, || None);
+        }
+        let slot = &mut self.tensors[index];
+        let tensor = match slot.take() {
+            Some(tensor) => tensor,
+            None => like.f_zeros_like()?,
+        };
+        Ok(slot.insert(tensor))
+    }
+
+    pub(crate) fn is_set(&self, index: usize) -> bool {
+        matches!(self.tensors.get(index), Some(Some(_)))
+    }
+
+    pub(crate) fn set(&mut self, index: usize, tensor: Tensor) {
+        if self.tensors.len() <= index {
+            self.tensors.resize_with(index + 1, || None);
+        }
+        self.tensors[index] = Some(tensor);
+    }
+
+    pub(crate) fn export(&self, slot: &str, out: &mut Vec<(String, Tensor)>) {
+        for (i, tensor) in self.tensors.iter().enumerate() {
+            if let Some(tensor) = tensor {
+                out.push((format!("{slot}/{i}"), tensor.shallow_clone()));
+            }
+        }
+    }
+
+    pub(crate) fn import(
+        &mut self,
+        slot: &str,
+        tensors: &[(String, Tensor)],
+    ) -> Result<(), String> {
+        self.tensors.clear();
+        let prefix = format!("{slot}/");
+        for (name, tensor) in tensors {
+            if let Some(index) = name.strip_prefix(&prefix) {
+                let index: usize = index
+                    .parse()
+                    .map_err(|_| format!("bad optimizer state name `{name}`"))?;
+                self.set(index, tensor.copy());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f` with autograd recording off: optimizer updates are not part of any graph.
+pub(crate) fn no_grad<T>(f: impl FnOnce() -> T) -> T {
+    let _guard = tch::no_grad_guard();
+    f()
+}
+
+#[cfg(test)]
+mod tests;

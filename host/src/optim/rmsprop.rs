@@ -1,0 +1,137 @@
+//! RMSprop.
+
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+use super::{no_grad, Optimizer, Slots};
+
+/// `optimizer = { type = "rmsprop", lr = 0.01, alpha = 0.99, momentum = 0.0, centered = false }`
+#[derive(Deserialize, Serialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RmsPropConfig {
+    /// Learning rate.
+    #[serde(default = "default_lr")]
+    pub lr: f64,
+    /// Smoothing constant.
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+    /// Added to the denominator for numerical stability.
+    #[serde(default = "default_eps")]
+    pub eps: f64,
+    /// L2 penalty.
+    #[serde(default)]
+    pub weight_decay: f64,
+    /// Momentum factor.
+    #[serde(default)]
+    pub momentum: f64,
+    /// Normalise by the estimated variance of the gradient.
+    #[serde(default)]
+    pub centered: bool,
+}
+
+fn default_lr() -> f64 {
+    0.01
+}
+
+fn default_alpha() -> f64 {
+    0.99
+}
+
+fn default_eps() -> f64 {
+    1e-8
+}
+
+/// RMSprop as `torch.optim.RMSprop`.
+pub struct RmsProp {
+    config: RmsPropConfig,
+    square_avg: Slots,
+    grad_avg: Slots,
+    momentum: Slots,
+}
+
+impl RmsProp {
+    /// A fresh optimizer.
+    pub fn new(config: RmsPropConfig) -> Self {
+        Self {
+            config,
+            square_avg: Slots::default(),
+            grad_avg: Slots::default(),
+            momentum: Slots::default(),
+        }
+    }
+}
+
+impl Optimizer for RmsProp {
+    fn name(&self) -> &'static str {
+        "rmsprop"
+    }
+
+    fn step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError> {
+        let c = self.config.clone();
+        no_grad(|| {
+            for (i, (param, grad)) in params.iter().zip(grads).enumerate() {
+                if !grad.defined() {
+                    continue;
+                }
+                let mut p = param.shallow_clone();
+                let g = if c.weight_decay != 0.0 {
+                    grad.f_add(&param.f_mul_scalar(c.weight_decay)?)?
+                } else {
+                    grad.shallow_clone()
+                };
+                let square_avg = self.square_avg.get_or_zeros(i, param)?;
+                let _ = square_avg.f_mul_scalar_(c.alpha)?;
+                let _ = square_avg.f_add_(&g.f_square()?.f_mul_scalar(1.0 - c.alpha)?)?;
+                let square_avg = square_avg.shallow_clone();
+                let avg = if c.centered {
+                    let grad_avg = self.grad_avg.get_or_zeros(i, param)?;
+                    let _ = grad_avg.f_lerp_(&g, 1.0 - c.alpha)?;
+                    square_avg.f_sub(&grad_avg.f_square()?)?.f_sqrt()?
+                } else {
+                    square_avg.f_sqrt()?
+                }
+                .f_add_scalar(c.eps)?;
+                if c.momentum > 0.0 {
+                    let buf = self.momentum.get_or_zeros(i, param)?;
+                    let _ = buf.f_mul_scalar_(c.momentum)?;
+                    let _ = buf.f_add_(&g.f_div(&avg)?)?;
+                    let _ = p.f_sub_(&buf.f_mul_scalar(c.lr)?)?;
+                } else {
+                    let _ = p.f_sub_(&g.f_div(&avg)?.f_mul_scalar(c.lr)?)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn lr(&self) -> f64 {
+        self.config.lr
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.config.lr = lr;
+    }
+
+    fn hyper_state(&self) -> serde_json::Value {
+        serde_json::json!({ "config": self.config })
+    }
+
+    fn tensor_state(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        self.square_avg.export("square_avg", &mut out);
+        self.grad_avg.export("grad_avg", &mut out);
+        self.momentum.export("momentum", &mut out);
+        out
+    }
+
+    fn load_state(
+        &mut self,
+        hyper: &serde_json::Value,
+        tensors: &[(String, Tensor)],
+    ) -> Result<(), String> {
+        self.config = serde_json::from_value(hyper["config"].clone()).map_err(|e| e.to_string())?;
+        self.square_avg.import("square_avg", tensors)?;
+        self.grad_avg.import("grad_avg", tensors)?;
+        self.momentum.import("momentum", tensors)
+    }
+}

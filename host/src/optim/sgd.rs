@@ -1,0 +1,117 @@
+//! Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
+
+use serde::Deserialize;
+use tch::Tensor;
+
+use super::{no_grad, Optimizer, Slots};
+
+/// `optimizer = { type = "sgd", lr = 0.01, momentum = 0.9, nesterov = true }`
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SgdConfig {
+    /// Learning rate.
+    #[serde(default = "default_lr")]
+    pub lr: f64,
+    /// Momentum factor.
+    #[serde(default)]
+    pub momentum: f64,
+    /// Dampening for momentum.
+    #[serde(default)]
+    pub dampening: f64,
+    /// Nesterov momentum.
+    #[serde(default)]
+    pub nesterov: bool,
+    /// L2 penalty.
+    #[serde(default)]
+    pub weight_decay: f64,
+}
+
+fn default_lr() -> f64 {
+    0.01
+}
+
+/// SGD as `torch.optim.SGD`.
+pub struct Sgd {
+    config: SgdConfig,
+    momentum: Slots,
+}
+
+impl Sgd {
+    /// A fresh optimizer.
+    pub fn new(config: SgdConfig) -> Self {
+        Self {
+            config,
+            momentum: Slots::default(),
+        }
+    }
+}
+
+impl Optimizer for Sgd {
+    fn name(&self) -> &'static str {
+        "sgd"
+    }
+
+    fn step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError> {
+        let c = self.config.clone();
+        no_grad(|| {
+            for (i, (param, grad)) in params.iter().zip(grads).enumerate() {
+                if !grad.defined() {
+                    continue;
+                }
+                let mut g = if c.weight_decay != 0.0 {
+                    grad.f_add(&param.f_mul_scalar(c.weight_decay)?)?
+                } else {
+                    grad.shallow_clone()
+                };
+                if c.momentum != 0.0 {
+                    let first = !self.momentum.is_set(i);
+                    let buf = self.momentum.get_or_zeros(i, param)?;
+                    if first {
+                        buf.f_copy_(&g)?;
+                    } else {
+                        let _ = buf.f_mul_scalar_(c.momentum)?;
+                        let _ = buf.f_add_(&g.f_mul_scalar(1.0 - c.dampening)?)?;
+                    }
+                    g = if c.nesterov {
+                        g.f_add(&buf.f_mul_scalar(c.momentum)?)?
+                    } else {
+                        buf.shallow_clone()
+                    };
+                }
+                let mut p = param.shallow_clone();
+                let _ = p.f_sub_(&g.f_mul_scalar(c.lr)?)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn lr(&self) -> f64 {
+        self.config.lr
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.config.lr = lr;
+    }
+
+    fn hyper_state(&self) -> serde_json::Value {
+        serde_json::json!({
+            "lr": self.config.lr, "momentum": self.config.momentum, "dampening": self.config.dampening,
+            "nesterov": self.config.nesterov, "weight_decay": self.config.weight_decay,
+        })
+    }
+
+    fn tensor_state(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        self.momentum.export("momentum", &mut out);
+        out
+    }
+
+    fn load_state(
+        &mut self,
+        hyper: &serde_json::Value,
+        tensors: &[(String, Tensor)],
+    ) -> Result<(), String> {
+        self.config = serde_json::from_value(hyper.clone()).map_err(|e| e.to_string())?;
+        self.momentum.import("momentum", tensors)
+    }
+}

@@ -1,0 +1,172 @@
+//! Each optimizer against libtorch's own implementation (through tch), step for step.
+
+use tch::nn::{self, Module, OptimizerConfig};
+use tch::{Device, Kind, Tensor};
+
+use super::*;
+
+/// Trains a small linear model for `steps` steps with libtorch's optimizer and with ours from
+/// the same start, and returns the largest parameter difference.
+fn max_difference(ours: &mut dyn Optimizer, theirs: impl OptimizerConfig, steps: usize) -> f64 {
+    tch::manual_seed(7);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let layer = nn::linear(vs.root() / "fc", 5, 3, Default::default());
+    let mut reference = theirs.build(&vs, 0.05).unwrap();
+    let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    let ours_params: Vec<Tensor> = params
+        .iter()
+        .map(|(_, p)| p.detach().copy().set_requires_grad(true))
+        .collect();
+    let (ours_bias, ours_weight) = (&ours_params[0], &ours_params[1]);
+    let x = Tensor::randn([8, 5], (Kind::Float, Device::Cpu));
+    let y = Tensor::randn([8, 3], (Kind::Float, Device::Cpu));
+    for _ in 0..steps {
+        let loss = layer.forward(&x).mse_loss(&y, tch::Reduction::Mean);
+        reference.backward_step(&loss);
+        let prediction = x.matmul(&ours_weight.tr()) + ours_bias;
+        let loss = prediction.mse_loss(&y, tch::Reduction::Mean);
+        let grads = Tensor::run_backward(&[loss], &ours_params, false, false);
+        ours.step(&ours_params, &grads).unwrap();
+    }
+    params
+        .iter()
+        .zip(&ours_params)
+        .map(|((_, theirs), ours)| (theirs - ours).abs().max().double_value(&[]))
+        .fold(0.0, f64::max)
+}
+
+fn config(text: &str) -> Box<dyn Optimizer> {
+    build(&text.parse::<toml::Table>().unwrap()).unwrap()
+}
+
+#[test]
+fn adam_matches_libtorch() {
+    let diff = max_difference(
+        config("type = 'adam'\nlr = 0.05\nfused = false").as_mut(),
+        nn::Adam::default(),
+        25,
+    );
+    assert!(diff < 1e-5, "{diff}");
+}
+
+#[test]
+fn fused_adam_matches_libtorch() {
+    let diff = max_difference(
+        config("type = 'adam'\nlr = 0.05").as_mut(),
+        nn::Adam::default(),
+        25,
+    );
+    assert!(diff < 1e-5, "{diff}");
+}
+
+#[test]
+fn fused_and_unfused_adamw_with_amsgrad_agree() {
+    let theirs = || nn::AdamW {
+        wd: 0.05,
+        amsgrad: true,
+        ..Default::default()
+    };
+    let mut fused = config("type = 'adamw'\nlr = 0.05\nweight_decay = 0.05\namsgrad = true");
+    let mut unfused =
+        config("type = 'adamw'\nlr = 0.05\nweight_decay = 0.05\namsgrad = true\nfused = false");
+    assert!(max_difference(fused.as_mut(), theirs(), 25) < 1e-5);
+    assert!(max_difference(unfused.as_mut(), theirs(), 25) < 1e-5);
+}
+
+#[test]
+fn adam_with_weight_decay_and_amsgrad_matches_libtorch() {
+    let mut ours =
+        config("type = 'adam'\nlr = 0.05\nweight_decay = 0.1\namsgrad = true\nfused = false");
+    let theirs = nn::Adam {
+        wd: 0.1,
+        amsgrad: true,
+        ..Default::default()
+    };
+    let diff = max_difference(ours.as_mut(), theirs, 25);
+    assert!(diff < 1e-5, "{diff}");
+}
+
+#[test]
+fn adamw_matches_libtorch() {
+    let mut ours = config("type = 'adamw'\nlr = 0.05\nweight_decay = 0.05");
+    let theirs = nn::AdamW {
+        wd: 0.05,
+        ..Default::default()
+    };
+    let diff = max_difference(ours.as_mut(), theirs, 25);
+    assert!(diff < 1e-5, "{diff}");
+}
+
+#[test]
+fn sgd_with_nesterov_momentum_matches_libtorch() {
+    let mut ours =
+        config("type = 'sgd'\nlr = 0.05\nmomentum = 0.9\nnesterov = true\nweight_decay = 0.01");
+    let theirs = nn::Sgd {
+        momentum: 0.9,
+        nesterov: true,
+        wd: 0.01,
+        ..Default::default()
+    };
+    let diff = max_difference(ours.as_mut(), theirs, 25);
+    assert!(diff < 1e-5, "{diff}");
+}
+
+#[test]
+fn sgd_with_dampening_matches_libtorch() {
+    let mut ours = config("type = 'sgd'\nlr = 0.05\nmomentum = 0.8\ndampening = 0.3");
+    let theirs = nn::Sgd {
+        momentum: 0.8,
+        dampening: 0.3,
+        ..Default::default()
+    };
+    let diff = max_difference(ours.as_mut(), theirs, 25);
+    assert!(diff < 1e-5, "{diff}");
+}
+
+#[test]
+fn rmsprop_centered_with_momentum_matches_libtorch() {
+    let mut ours = config("type = 'rmsprop'\nlr = 0.05\nmomentum = 0.5\ncentered = true");
+    let theirs = nn::RmsProp {
+        momentum: 0.5,
+        centered: true,
+        ..Default::default()
+    };
+    let diff = max_difference(ours.as_mut(), theirs, 25);
+    assert!(diff < 1e-5, "{diff}");
+}
+
+#[test]
+fn state_round_trip_continues_identically() {
+    let params = vec![Tensor::from_slice(&[1.0f32, -2.0]).set_requires_grad(true)];
+    let grads = vec![Tensor::from_slice(&[0.5f32, 0.25])];
+    let mut a = config("type = 'adam'\nlr = 0.1");
+    for _ in 0..3 {
+        a.step(&params, &grads).unwrap();
+    }
+    let (hyper, tensors) = (a.hyper_state(), a.tensor_state());
+    let mut b = config("type = 'adam'\nlr = 0.9");
+    b.load_state(&hyper, &tensors).unwrap();
+    let copy_b = vec![params[0].detach().copy()];
+    a.step(&params, &grads).unwrap();
+    b.step(&copy_b, &grads).unwrap();
+    assert!(params[0].detach().equal(&copy_b[0]));
+}
+
+#[test]
+fn unknown_optimizer_and_field_are_named() {
+    let err = build(&"type = 'adamax'".parse().unwrap()).err().unwrap();
+    assert!(err.message().contains("unknown optimizer `adamax`"));
+    let err = build(&"type = 'sgd'\nmomentun = 0.9".parse().unwrap())
+        .err()
+        .unwrap();
+    assert_eq!(err.field(), "momentun");
+}
+
+#[test]
+fn undefined_gradients_leave_parameters_alone() {
+    let params = vec![Tensor::from_slice(&[1.0f32]).set_requires_grad(true)];
+    let mut sgd = config("type = 'sgd'\nlr = 1.0");
+    sgd.step(&params, &[Tensor::new()]).unwrap();
+    assert_eq!(params[0].double_value(&[0]), 1.0);
+}

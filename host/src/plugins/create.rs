@@ -1,0 +1,99 @@
+//! Creating components named in the manifest, with errors that point back at the manifest.
+
+use abi_stable::std_types::{RSlice, RStr, RString};
+use fe_plugin_api::{ComponentKind, CreateContext, DeviceSpec, ErrorKind, PluginError};
+
+use super::registry::Registry;
+use crate::error::Error;
+use crate::manifest::{KeyPath, Manifest};
+
+/// Everything a component's constructor is told, owned.
+pub struct Creation {
+    /// Where it is declared.
+    pub path: KeyPath,
+    /// Keys read.
+    pub inputs: Vec<RString>,
+    /// Keys written.
+    pub outputs: Vec<RString>,
+    /// The run's device.
+    pub device: DeviceSpec,
+    /// Its seed.
+    pub seed: u64,
+    location: String,
+}
+
+impl Creation {
+    /// A creation context for the component at `path`.
+    pub fn new(
+        path: &KeyPath,
+        inputs: &[String],
+        outputs: &[String],
+        device: DeviceSpec,
+        run_seed: u64,
+    ) -> Self {
+        let location = path.to_string();
+        // Distinct, reproducible seeds per component, independent of creation order.
+        let seed = crate::rng::mix(run_seed, crate::rng::hash_str(&location));
+        Self {
+            path: path.clone(),
+            inputs: inputs.iter().map(|s| RString::from(s.as_str())).collect(),
+            outputs: outputs.iter().map(|s| RString::from(s.as_str())).collect(),
+            device,
+            seed,
+            location,
+        }
+    }
+
+    /// The context as passed across the boundary.
+    pub fn context(&self) -> CreateContext<'_> {
+        CreateContext {
+            location: RStr::from_str(&self.location),
+            inputs: RSlice::from_slice(&self.inputs),
+            outputs: RSlice::from_slice(&self.outputs),
+            device: self.device,
+            seed: self.seed,
+        }
+    }
+}
+
+/// The error for a component that could not be created: config errors point at the field.
+pub fn creation_error(manifest: &Manifest, path: &KeyPath, error: PluginError) -> Error {
+    let field = error.field.as_str();
+    let at = if field.is_empty() {
+        path.clone()
+    } else {
+        path.join_dotted(field)
+    };
+    let what = format!("{}::{}", error.plugin, error.component);
+    match error.kind {
+        ErrorKind::Config | ErrorKind::Unsupported | ErrorKind::Failed => {
+            manifest.error_at(&at, format!("{} ({what})", error.message))
+        }
+        ErrorKind::Panicked => manifest.error_at(
+            &at,
+            format!("{what} panicked while being created: {}", error.message),
+        ),
+    }
+}
+
+/// The error for a name no plugin provides, with a suggestion when one is close.
+pub fn unknown_component(
+    manifest: &Manifest,
+    registry: &Registry,
+    path: &KeyPath,
+    kind: ComponentKind,
+    name: &str,
+) -> Error {
+    let hint = match registry.suggest(kind, name) {
+        Some(close) => format!("; did you mean `{close}`?"),
+        None => {
+            let known = registry.names(kind);
+            if known.is_empty() {
+                format!("; no loaded plugin provides any {kind} (check the plugin search path with `fe-host plugins list`)")
+            } else {
+                format!(" (known: {})", known.join(", "))
+            }
+        }
+    };
+    manifest.error_at(path, format!("unknown {kind} `{name}`{hint}"))
+}

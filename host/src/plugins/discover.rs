@@ -1,0 +1,141 @@
+//! Where plugins are looked for: the manifest's `[plugins] paths`, `--plugin-dir`,
+//! `FE_PLUGIN_PATH`, then the directory holding the fe-host executable. Earlier entries win:
+//! a file name found again later is shadowed, as with `PATH`.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where a search-path entry came from (shown in errors and `plugins list`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The manifest's `[plugins] paths`.
+    Manifest,
+    /// `--plugin-dir` on the command line.
+    Flag,
+    /// The `FE_PLUGIN_PATH` environment variable.
+    Env,
+    /// The directory of the fe-host executable.
+    ExeDir,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Origin::Manifest => "manifest [plugins] paths",
+            Origin::Flag => "--plugin-dir",
+            Origin::Env => "FE_PLUGIN_PATH",
+            Origin::ExeDir => "next to the fe-host executable",
+        })
+    }
+}
+
+/// One entry of the search path.
+#[derive(Debug, Clone)]
+pub struct SearchEntry {
+    /// A plugin file or a directory of them.
+    pub path: PathBuf,
+    /// Where the entry came from.
+    pub origin: Origin,
+}
+
+/// A file to load, and whether it was named explicitly (then it must be a plugin).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The file.
+    pub path: PathBuf,
+    /// Named directly rather than found in a directory.
+    pub explicit: bool,
+    /// The search-path entry it came from.
+    pub origin: Origin,
+}
+
+/// The search path in precedence order.
+pub fn search_path(
+    manifest_paths: &[PathBuf],
+    flag_dirs: &[PathBuf],
+    env: Option<&str>,
+    exe_dir: Option<&Path>,
+) -> Vec<SearchEntry> {
+    let mut entries = Vec::new();
+    let mut push = |path: PathBuf, origin| entries.push(SearchEntry { path, origin });
+    for path in manifest_paths {
+        push(path.clone(), Origin::Manifest);
+    }
+    for path in flag_dirs {
+        push(path.clone(), Origin::Flag);
+    }
+    if let Some(env) = env {
+        for part in std::env::split_paths(env).filter(|p| !p.as_os_str().is_empty()) {
+            push(part, Origin::Env);
+        }
+    }
+    if let Some(dir) = exe_dir {
+        push(dir.to_path_buf(), Origin::ExeDir);
+    }
+    entries
+}
+
+/// `true` for the platform's shared-library file names.
+pub fn is_library_name(path: &Path) -> bool {
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    matches!(extension, "so" | "dylib" | "dll")
+}
+
+/// The files to load, de-duplicated by canonical path and shadowed by file name. Missing
+/// entries (other than the executable's directory) are returned as problems.
+pub fn candidates(entries: &[SearchEntry]) -> (Vec<Candidate>, Vec<String>, Vec<PathBuf>) {
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    let mut shadowed = Vec::new();
+    let mut seen_paths = HashSet::new();
+    let mut seen_names = HashSet::new();
+    for entry in entries {
+        let mut files = Vec::new();
+        if entry.path.is_dir() {
+            match std::fs::read_dir(&entry.path) {
+                Ok(dir) => {
+                    let mut names: Vec<PathBuf> = dir
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.is_file() && is_library_name(p))
+                        .collect();
+                    names.sort();
+                    files.extend(names.into_iter().map(|p| (p, false)));
+                }
+                Err(e) => problems.push(format!(
+                    "{}: cannot list plugin directory ({}): {e}",
+                    entry.path.display(),
+                    entry.origin
+                )),
+            }
+        } else if entry.path.is_file() {
+            files.push((entry.path.clone(), true));
+        } else if entry.origin != Origin::ExeDir {
+            problems.push(format!(
+                "{}: plugin file or directory not found (from {})",
+                entry.path.display(),
+                entry.origin
+            ));
+        }
+        for (path, explicit) in files {
+            let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+            if !seen_paths.insert(canonical) {
+                continue;
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_os_string())
+                .unwrap_or_default();
+            if !seen_names.insert(name) {
+                shadowed.push(path);
+                continue;
+            }
+            found.push(Candidate {
+                path,
+                explicit,
+                origin: entry.origin,
+            });
+        }
+    }
+    (found, problems, shadowed)
+}

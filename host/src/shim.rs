@@ -1,0 +1,191 @@
+//! Safe wrappers over csrc/shim.cpp: libtorch features tch does not expose.
+
+use std::ffi::{c_char, c_int, CStr};
+
+use tch::Tensor;
+use torch_sys::C_tensor;
+
+extern "C" {
+    fn fe_fused_adam(
+        params: *const *mut C_tensor,
+        grads: *const *mut C_tensor,
+        exp_avgs: *const *mut C_tensor,
+        exp_avg_sqs: *const *mut C_tensor,
+        max_exp_avg_sqs: *const *mut C_tensor,
+        steps: *const *mut C_tensor,
+        count: c_int,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        weight_decay: f64,
+        eps: f64,
+        amsgrad: bool,
+        decoupled: bool,
+    ) -> *mut c_char;
+    fn fe_cpu_autocast(enabled: bool) -> *mut c_char;
+    fn fe_generator_state(device_type: c_int, index: c_int, out: *mut *mut C_tensor)
+        -> *mut c_char;
+    fn fe_set_generator_state(
+        device_type: c_int,
+        index: c_int,
+        state: *mut C_tensor,
+    ) -> *mut c_char;
+}
+
+/// Turns a message returned by the shim into a `Result`.
+fn check(error: *mut c_char) -> Result<(), String> {
+    if error.is_null() {
+        return Ok(());
+    }
+    // SAFETY: the shim returns NUL-terminated strings allocated with malloc.
+    let message = unsafe { CStr::from_ptr(error) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: allocated by malloc in the shim, freed exactly once here.
+    unsafe { libc::free(error.cast()) };
+    Err(message)
+}
+
+fn pointers(tensors: &[Tensor]) -> Vec<*mut C_tensor> {
+    tensors.iter().map(|t| t.as_ptr().cast_mut()).collect()
+}
+
+/// State and hyper-parameters of a fused Adam step.
+pub struct FusedAdam<'a> {
+    /// Parameters (updated in place).
+    pub params: &'a [Tensor],
+    /// Their gradients (all defined).
+    pub grads: &'a [Tensor],
+    /// First moments.
+    pub exp_avgs: &'a [Tensor],
+    /// Second moments.
+    pub exp_avg_sqs: &'a [Tensor],
+    /// Maxima of second moments (AMSGrad; may be empty otherwise).
+    pub max_exp_avg_sqs: &'a [Tensor],
+    /// Step counts as float scalars, already incremented for this step.
+    pub steps: &'a [Tensor],
+}
+
+/// libtorch's `_fused_adam_` / `_fused_adamw_`: one kernel launch for every parameter.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_adam(
+    state: FusedAdam<'_>,
+    lr: f64,
+    betas: (f64, f64),
+    weight_decay: f64,
+    eps: f64,
+    amsgrad: bool,
+    decoupled: bool,
+) -> Result<(), String> {
+    let n = state.params.len();
+    let lists = [state.grads, state.exp_avgs, state.exp_avg_sqs, state.steps];
+    if lists.iter().any(|l| l.len() != n) || (amsgrad && state.max_exp_avg_sqs.len() != n) {
+        return Err("fused Adam: parameter and state lists differ in length".into());
+    }
+    let (p, g, m, v, vmax, s) = (
+        pointers(state.params),
+        pointers(state.grads),
+        pointers(state.exp_avgs),
+        pointers(state.exp_avg_sqs),
+        pointers(state.max_exp_avg_sqs),
+        pointers(state.steps),
+    );
+    // SAFETY: every pointer is a live tensor borrowed for the call; lengths checked above.
+    check(unsafe {
+        fe_fused_adam(
+            p.as_ptr(),
+            g.as_ptr(),
+            m.as_ptr(),
+            v.as_ptr(),
+            vmax.as_ptr(),
+            s.as_ptr(),
+            n as c_int,
+            lr,
+            betas.0,
+            betas.1,
+            weight_decay,
+            eps,
+            amsgrad,
+            decoupled,
+        )
+    })
+}
+
+/// Enables (bfloat16) or disables CPU autocast on this thread. Calls must pair up.
+pub fn cpu_autocast(enabled: bool) -> Result<(), String> {
+    // SAFETY: no arguments; the shim catches every exception.
+    check(unsafe { fe_cpu_autocast(enabled) })
+}
+
+/// Which default generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generator {
+    /// libtorch's CPU generator.
+    Cpu,
+    /// The generator of CUDA device `n`.
+    Cuda(usize),
+}
+
+impl Generator {
+    fn code(self) -> (c_int, c_int) {
+        match self {
+            Generator::Cpu => (0, 0),
+            Generator::Cuda(index) => (1, index as c_int),
+        }
+    }
+}
+
+/// The state of a default generator (a uint8 tensor).
+pub fn generator_state(generator: Generator) -> Result<Tensor, String> {
+    let (device, index) = generator.code();
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `out` receives a tensor allocated with `new` by the shim.
+    check(unsafe { fe_generator_state(device, index, &mut out) })?;
+    if out.is_null() {
+        return Err("generator state: no tensor returned".into());
+    }
+    // SAFETY: ownership of the new tensor passes to the Rust wrapper.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
+/// Restores a generator's state.
+pub fn set_generator_state(generator: Generator, state: &Tensor) -> Result<(), String> {
+    let (device, index) = generator.code();
+    // SAFETY: `state` is live for the call; the shim copies what it needs.
+    check(unsafe { fe_set_generator_state(device, index, state.as_ptr().cast_mut()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generator_state_round_trips() {
+        tch::manual_seed(5);
+        let state = generator_state(Generator::Cpu).unwrap();
+        let a = Tensor::rand([4], (tch::Kind::Float, tch::Device::Cpu));
+        set_generator_state(Generator::Cpu, &state).unwrap();
+        let b = Tensor::rand([4], (tch::Kind::Float, tch::Device::Cpu));
+        assert!(a.equal(&b));
+    }
+
+    #[test]
+    fn bad_generator_state_is_an_error() {
+        let err = set_generator_state(
+            Generator::Cpu,
+            &Tensor::zeros([3], (tch::Kind::Uint8, tch::Device::Cpu)),
+        )
+        .unwrap_err();
+        assert!(!err.is_empty() && !err.contains('\n'), "{err}");
+    }
+
+    #[test]
+    fn cpu_autocast_runs_matmul_in_bfloat16() {
+        let a = Tensor::ones([2, 2], (tch::Kind::Float, tch::Device::Cpu));
+        cpu_autocast(true).unwrap();
+        let inside = a.matmul(&a).kind();
+        cpu_autocast(false).unwrap();
+        let outside = a.matmul(&a).kind();
+        assert_eq!((inside, outside), (tch::Kind::BFloat16, tch::Kind::Float));
+    }
+}
