@@ -1,1 +1,13 @@
-//! Integration tests.
+//! fe-host's integration tests: one binary, a module per concern. They drive the real
+//! `fe-host` binary and load the real plugins through the real loader.
+
+// Helpers here are test code: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[macro_use]
+mod util;
+
+mod cli_errors;
+mod loading;
+mod out_of_tree;
+mod training;

@@ -6,6 +6,9 @@
 //! Options (environment): FE_BENCH_STEPS (default 200 per round), FE_BENCH_ROUNDS (8),
 //! FE_BENCH_THREADS (libtorch threads; default one per core).
 
+// A benchmark binary: any failure should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

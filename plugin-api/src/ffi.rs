@@ -179,6 +179,10 @@ pub trait FfiModel: Send {
 pub trait FfiDataset: Send + Sync {
     /// See [`Dataset::len`](crate::Dataset::len).
     fn len(&self) -> u64;
+    /// `true` when the dataset has no samples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// See [`Dataset::keys`](crate::Dataset::keys).
     fn keys(&self) -> RVec<RString>;
     /// See [`Dataset::get`](crate::Dataset::get).

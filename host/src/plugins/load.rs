@@ -96,7 +96,7 @@ fn load_one(
 ) -> Result<Option<LoadedPlugin>, Skip> {
     let path = &candidate.path;
     let info = match probe(path) {
-        Ok(Probe::Plugin(info)) => info,
+        Ok(Probe::Plugin(info)) => *info,
         Ok(Probe::NotAPlugin(reason)) => return Err(Skip::NotAPlugin(reason)),
         Err(e) => return Err(Skip::Refused(format!("cannot read: {e}"))),
     };

@@ -16,7 +16,7 @@ use object::{Object, ObjectSection, ObjectSymbol};
 #[derive(Debug)]
 pub enum Probe {
     /// An fe-host plugin, built as described.
-    Plugin(BuildInfo),
+    Plugin(Box<BuildInfo>),
     /// Not an fe-host plugin, and why.
     NotAPlugin(String),
 }
@@ -53,7 +53,7 @@ pub fn probe(path: &Path) -> std::io::Result<Probe> {
                 .flatten()
         });
     Ok(match bytes.and_then(BuildInfo::from_le_bytes) {
-        Some(info) => Probe::Plugin(info),
+        Some(info) => Probe::Plugin(Box::new(info)),
         None => Probe::NotAPlugin(format!(
             "its `{BUILD_INFO_SYMBOL}` is unreadable or from an unknown fe-plugin-api layout"
         )),

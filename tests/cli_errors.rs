@@ -1,0 +1,235 @@
+//! Every way a run can be refused or fail: one clear line, the documented exit code, no
+//! panic message and no backtrace (RUST_BACKTRACE is set to prove it).
+
+use crate::util::{lenet_manifest, line_of, run_failing, TempDir};
+
+fn manifest(dir: &TempDir, text: &str) -> String {
+    dir.write("m.toml", text).to_string_lossy().into_owned()
+}
+
+#[test]
+fn malformed_manifest_points_at_line_and_column() {
+    let dir = TempDir::new("malformed");
+    let path = manifest(&dir, "[run]\nepochs = 2\nseed = = 3\n");
+    let out = run_failing(&["run", &path], 2);
+    assert!(
+        out.stderr.starts_with(&format!("error: {path}:3:8: ")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn unknown_manifest_key_names_line_column_and_key() {
+    let dir = TempDir::new("unknown-key");
+    let text = lenet_manifest(1, "").replace("seed = 7", "seed = 7\nepoch = 3");
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    let line = line_of(&text, "epoch = 3");
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: {path}:{line}:1: run.epoch: unknown field `epoch`, expected one of"
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn unknown_op_name_suggests_the_close_one() {
+    let dir = TempDir::new("unknown-op");
+    let text = lenet_manifest(1, "").replace("op = \"CrossEntropy\"", "op = \"CrossEntropyy\"");
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    let line = line_of(&text, "CrossEntropyy");
+    assert_text_eq!(
+        out.stderr,
+        format!("error: {path}:{line}:1: network.ops[1].op: unknown tensor-op `CrossEntropyy`; did you mean `CrossEntropy`?\n")
+    );
+}
+
+#[test]
+fn unknown_config_field_names_the_field_and_the_plugin() {
+    let dir = TempDir::new("unknown-field");
+    let text =
+        lenet_manifest(1, "").replace("outputs = \"ce\"", "outputs = \"ce\"\nfrom_logit = true");
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    let line = line_of(&text, "from_logit = true");
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: {path}:{line}:1: network.ops[1].from_logit: unknown field `from_logit`, expected one of `from_logits`"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.trim_end().ends_with("(fe-losses::CrossEntropy)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn model_config_errors_point_into_the_model_table() {
+    let dir = TempDir::new("model-config");
+    let text = lenet_manifest(1, "").replace(
+        "architecture = \"LeNet\"",
+        "architecture = \"LeNet\"\nclases = 10",
+    );
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    let line = line_of(&text, "clases = 10");
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: {path}:{line}:1: models[0].clases: unknown field `clases`"
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn optimizer_errors_point_at_the_optimizer() {
+    let dir = TempDir::new("optimizer");
+    let text =
+        lenet_manifest(1, "").replace("{ type = \"adam\", lr = 0.001 }", "{ type = \"adamax\" }");
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    assert_contains!(
+        out.stderr,
+        "models[0].optimizer.type: unknown optimizer `adamax` (adam, adamw, sgd, rmsprop)"
+    );
+}
+
+#[test]
+fn requesting_cuda_without_a_gpu_says_what_exists() {
+    if tch::Cuda::is_available() {
+        return; // This machine has a GPU: nothing to refuse.
+    }
+    let dir = TempDir::new("cuda");
+    let path = manifest(&dir, &lenet_manifest(1, ""));
+    let out = run_failing(&["run", &path, "--device", "cuda:0"], 4);
+    assert_text_eq!(
+        out.stderr,
+        "error: device cuda:0 was requested but libtorch sees 0 CUDA device(s); libtorch_cuda is loaded; use --device cpu (or auto)\n"
+    );
+    let out = run_failing(&["run", &path, "--device", "cuda:3"], 4);
+    assert_contains!(
+        out.stderr,
+        "device cuda:3 was requested but libtorch sees 0 CUDA device(s)"
+    );
+}
+
+#[test]
+fn bad_device_name_is_a_usage_error() {
+    let dir = TempDir::new("device-name");
+    let path = manifest(&dir, &lenet_manifest(1, ""));
+    let out = run_failing(&["run", &path, "--device", "gpu"], 2);
+    assert_text_eq!(
+        out.stderr,
+        "error: unknown device `gpu` (expected auto, cpu, cuda or cuda:N)\n"
+    );
+}
+
+#[test]
+fn plugin_op_that_panics_names_plugin_op_and_step() {
+    let dir = TempDir::new("panic-op");
+    let text = lenet_manifest(1, "").replace(
+        "[[network.ops]]\nop = \"UpdateOp\"",
+        "[[network.ops]]\nop = \"Panic\"\ninputs = \"ce\"\noutputs = \"ce\"\nat_step = 3\n\n[[network.ops]]\nop = \"UpdateOp\"",
+    );
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 1);
+    assert!(
+        out.stderr.starts_with(
+            "error: fe-faulty::Panic panicked in forward (train epoch 1, step 3, batch 3): deliberate panic in forward (at tests/fixtures/faulty-plugin/src/lib.rs:"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn op_whose_libtorch_call_fails_names_the_libtorch_error() {
+    // MeanSquaredError between [32, 10] probabilities and [32] labels: a broadcast error
+    // returned by libtorch (an error, not a panic).
+    let dir = TempDir::new("shape-error");
+    let text = lenet_manifest(1, "").replace("op = \"CrossEntropy\"", "op = \"MeanSquaredError\"");
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 1);
+    assert_text_eq!(
+        out.stderr,
+        "error: fe-losses::MeanSquaredError failed in forward (train epoch 1, step 1, batch 1): The size of tensor a (10) must match the size of tensor b (32) at non-singleton dimension 1\n"
+    );
+}
+
+#[test]
+fn libtorch_exception_inside_a_plugin_is_caught_and_cut_to_one_line() {
+    let dir = TempDir::new("libtorch-panic");
+    let text = lenet_manifest(1, "").replace(
+        "[[network.ops]]\nop = \"CrossEntropy\"",
+        "[[network.ops]]\nop = \"BadMatmul\"\ninputs = \"y_pred\"\noutputs = \"z\"\n\n[[network.ops]]\nop = \"CrossEntropy\"",
+    );
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 1);
+    assert_text_eq!(
+        out.stderr,
+        "error: fe-faulty::BadMatmul panicked in forward (train epoch 1, step 1, batch 1): mat1 and mat2 shapes cannot be multiplied (32x10 and 3x3)\n"
+    );
+}
+
+#[test]
+fn failing_trace_names_trace_hook_and_epoch() {
+    let dir = TempDir::new("failing-trace");
+    let text = lenet_manifest(2, "\n[[traces]]\ntrace = \"FailingTrace\"\nepoch = 1\n").replace(
+        "[run]\n",
+        "[run]\ntrain_steps_per_epoch = 5\neval_steps_per_epoch = 2\n",
+    );
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 1);
+    assert_contains!(out.stderr, "error: fe-faulty::FailingTrace failed in on_epoch_end (train epoch 1, step 5, batch 5): deliberate failure at the end of epoch 1");
+}
+
+#[test]
+fn missing_key_fails_before_training_naming_key_and_mode() {
+    let dir = TempDir::new("missing-key");
+    let text = lenet_manifest(1, "").replace(
+        "inputs = [\"y_pred\", \"y\"]\noutputs = \"ce\"",
+        "inputs = [\"y_pred\", \"label\"]\noutputs = \"ce\"",
+    );
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    assert_text_eq!(
+        out.stderr,
+        format!(
+            "error: {path}: CrossEntropy (network.ops[1]) needs key `label` in train (epoch 1), but no dataset key or earlier op provides it (available: x, y)\n"
+        )
+    );
+}
+
+#[test]
+fn missing_dataset_file_is_a_data_error() {
+    let dir = TempDir::new("missing-data");
+    let text = lenet_manifest(1, "").replace("train-images-idx3-ubyte", "no-such-file");
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 5);
+    assert_contains!(
+        out.stderr,
+        "no-such-file: cannot read: No such file or directory"
+    );
+}
+
+#[test]
+fn truncated_dataset_file_says_which_and_why() {
+    let dir = TempDir::new("truncated-data");
+    let [x, ..] = crate::util::digits();
+    let bytes = std::fs::read(x).expect("read images");
+    let cut = dir.path().join("cut-images");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+    let text =
+        lenet_manifest(1, "").replacen(&x.display().to_string(), &cut.display().to_string(), 1);
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 5);
+    assert_contains!(out.stderr, format!("error: {}: truncated: header says 4000x28x28 u8 values (3136000 bytes of data) but the file has 1567992 bytes after the header", cut.display()));
+}

@@ -1,0 +1,258 @@
+//! Plugins built outside the workspace: one depending only on fe-plugin-api (what a third
+//! party writes), one built against a different fe-plugin-api version, and one against a
+//! modified fe-plugin-api whose types differ although the version does not.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::util::{build_out_of_tree, lenet_manifest, root, run, run_failing, TempDir};
+
+const EXTERNAL_CARGO: &str = r#"[package]
+name = "scale-plugin"
+version = "1.2.3"
+edition = "2021"
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+fe-plugin-api = { path = "PLUGIN_API" }
+"#;
+
+const EXTERNAL_LIB: &str = r#"//! A third-party plugin: depends on fe-plugin-api alone.
+use fe_plugin_api::serde::Deserialize;
+use fe_plugin_api::tch::Tensor;
+use fe_plugin_api::{inventory, CreateContext, FromConfig, Registration, Result, StepContext, TensorOp};
+
+#[derive(Deserialize)]
+#[serde(crate = "fe_plugin_api::serde", deny_unknown_fields)]
+pub struct ScaleConfig {
+    factor: f64,
+}
+
+pub struct Scale {
+    factor: f64,
+}
+
+impl FromConfig for Scale {
+    type Config = ScaleConfig;
+    fn from_config(config: ScaleConfig, ctx: &CreateContext<'_>) -> Result<Self> {
+        ctx.expect_arity(Some(1), Some(1))?;
+        Ok(Scale { factor: config.factor })
+    }
+}
+
+impl TensorOp for Scale {
+    fn forward(&mut self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
+        Ok(vec![inputs[0].f_mul_scalar(self.factor)?])
+    }
+}
+
+inventory::submit! { Registration::tensor_op::<Scale>("Scale", "Multiplies by a constant") }
+
+fe_plugin_api::export_plugin!();
+"#;
+
+/// Builds the third-party plugin on its own; returns the library.
+fn external_plugin() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo =
+            EXTERNAL_CARGO.replace("PLUGIN_API", &root().join("plugin-api").to_string_lossy());
+        let dir = build_out_of_tree(
+            "external",
+            &[(
+                "scale-plugin",
+                vec![
+                    ("Cargo.toml", cargo),
+                    ("src/lib.rs", EXTERNAL_LIB.to_owned()),
+                ],
+            )],
+        );
+        dir.join("libscale_plugin.so")
+    })
+}
+
+/// A copy of fe-plugin-api's sources under another package name, with `patch` applied to
+/// `(file, from, to)`.
+fn api_copy(
+    package: &str,
+    version: &str,
+    patch: Option<(&str, &str, &str)>,
+) -> Vec<(&'static str, String)> {
+    let api = root().join("plugin-api");
+    let manifest = format!(
+        r#"[package]
+name = "{package}"
+version = "{version}"
+edition = "2021"
+build = "build.rs"
+
+[dependencies]
+tch = "=0.24.0"
+torch-sys = "=0.24.0"
+abi_stable = "=0.11.3"
+inventory = "0.3.25"
+serde = {{ version = "1.0.228", features = ["derive"] }}
+serde_json = "1.0"
+serde_ignored = "0.1.14"
+serde_path_to_error = "0.1.20"
+toml = "1.2"
+"#
+    );
+    let mut files = vec![
+        ("Cargo.toml", manifest),
+        ("build.rs", read(&api.join("build.rs"))),
+    ];
+    for entry in std::fs::read_dir(api.join("src")).expect("plugin-api/src") {
+        let path = entry.expect("entry").path();
+        let name: &'static str = Box::leak(
+            format!("src/{}", path.file_name().expect("name").to_string_lossy()).into_boxed_str(),
+        );
+        let mut text = read(&path);
+        if let Some((file, from, to)) = patch {
+            if name.ends_with(file) {
+                assert!(
+                    text.contains(from),
+                    "patch target `{from}` not found in {file}"
+                );
+                text = text.replace(from, to);
+            }
+        }
+        files.push((name, text));
+    }
+    files
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).expect("read source")
+}
+
+fn fixture_plugin(api_package: &str) -> Vec<(&'static str, String)> {
+    let cargo = format!(
+        r#"[package]
+name = "{api_package}-plugin"
+version = "0.9.0"
+edition = "2021"
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+fe-plugin-api = {{ package = "{api_package}", path = "../{api_package}" }}
+"#
+    );
+    let lib = r#"use fe_plugin_api::tch::Tensor;
+use fe_plugin_api::{inventory, CreateContext, FromConfig, NoConfig, Registration, Result, StepContext, TensorOp};
+pub struct Identity;
+impl FromConfig for Identity {
+    type Config = NoConfig;
+    fn from_config(_: NoConfig, _: &CreateContext<'_>) -> Result<Self> { Ok(Identity) }
+}
+impl TensorOp for Identity {
+    fn forward(&mut self, x: &[&Tensor], _: &StepContext<'_>) -> Result<Vec<Tensor>> {
+        Ok(x.iter().map(|t| t.shallow_clone()).collect())
+    }
+}
+inventory::submit! { Registration::tensor_op::<Identity>("Identity", "Passes its inputs through") }
+fe_plugin_api::export_plugin!();
+"#;
+    vec![("Cargo.toml", cargo), ("src/lib.rs", lib.to_owned())]
+}
+
+/// Builds the two incompatible plugins together; returns (version mismatch, layout mismatch).
+fn incompatible_plugins() -> &'static (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let layout_patch = (
+            "error.rs",
+            "    Unsupported = 3,\n}",
+            "    Unsupported = 3,\n    /// Breaks the layout.\n    Extra = 4,\n}",
+        );
+        let dir = build_out_of_tree(
+            "incompatible",
+            &[
+                ("api-next", api_copy("api-next", "0.2.0", None)),
+                ("api-next-plugin", fixture_plugin("api-next")),
+                (
+                    "api-changed",
+                    api_copy("api-changed", "0.1.0", Some(layout_patch)),
+                ),
+                ("api-changed-plugin", fixture_plugin("api-changed")),
+            ],
+        );
+        (
+            dir.join("libapi_next_plugin.so"),
+            dir.join("libapi_changed_plugin.so"),
+        )
+    })
+}
+
+#[test]
+fn third_party_plugin_builds_alone_and_loads() {
+    let plugin = external_plugin();
+    let out = run(&["plugins", "list", "--plugin-dir", &plugin.to_string_lossy()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(
+        out.stdout,
+        format!("scale-plugin 1.2.3  {}", plugin.display())
+    );
+    assert_contains!(
+        out.stdout,
+        "tensor-op  Scale              Multiplies by a constant"
+    );
+}
+
+#[test]
+fn third_party_op_runs_in_a_manifest() {
+    let plugin = external_plugin();
+    let dir = TempDir::new("third-party-run");
+    let extra = format!("\n[plugins]\npaths = [\"{}\"]\n", plugin.display());
+    let text = lenet_manifest(1, &extra)
+        .replace("[run]\n", "[run]\ntrain_steps_per_epoch = 10\neval_steps_per_epoch = 2\n")
+        .replace(
+            "[[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce\"",
+            "[[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce0\"\n\n[[network.ops]]\nop = \"Scale\"\ninputs = \"ce0\"\noutputs = \"ce\"\nfactor = 0.5",
+        );
+    let path = dir.write("m.toml", &text);
+    let out = run(&["run", &path.to_string_lossy()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "fe-host finish: step: 10;");
+}
+
+#[test]
+fn plugin_built_against_another_plugin_api_version_is_refused() {
+    let (next, _) = incompatible_plugins();
+    let out = run_failing(
+        &["plugins", "list", "--plugin-dir", &next.to_string_lossy()],
+        3,
+    );
+    assert_text_eq!(
+        out.stderr,
+        format!(
+            "error: {}: plugin `api-next-plugin` was built against fe-plugin-api 0.2.0 (fe-host has 0.1.0); rebuild it against fe-plugin-api 0.1.x\n",
+            next.display()
+        )
+    );
+}
+
+#[test]
+fn plugin_whose_types_differ_is_refused_by_the_layout_check() {
+    let (_, changed) = incompatible_plugins();
+    let out = run_failing(
+        &[
+            "plugins",
+            "list",
+            "--plugin-dir",
+            &changed.to_string_lossy(),
+        ],
+        3,
+    );
+    assert_text_eq!(
+        out.stderr,
+        format!(
+            "error: {}: ABI layout mismatch: the plugin's types differ from this fe-host's fe-plugin-api although the versions match (a modified fe-plugin-api?); rebuild it against the released crate\n",
+            changed.display()
+        )
+    );
+}

@@ -1,0 +1,352 @@
+//! Shared helpers: temporary directories, running the real `fe-host` binary, the small digits
+//! dataset, out-of-tree plugin builds, and assertions that show what differed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+/// `assert!(haystack.contains(needle))`, printing both on failure.
+#[macro_export]
+macro_rules! assert_contains {
+    ($haystack:expr, $needle:expr) => {{
+        let (haystack, needle): (&str, &str) = (&$haystack, &$needle);
+        assert!(
+            haystack.contains(needle),
+            "\n--- expected to find ---\n{needle}\n--- in ---\n{haystack}\n---"
+        );
+    }};
+}
+
+/// `assert_eq!` for multi-line text, printing a line diff on failure.
+#[macro_export]
+macro_rules! assert_text_eq {
+    ($actual:expr, $expected:expr) => {{
+        let (actual, expected): (&str, &str) = (&$actual, &$expected);
+        if actual != expected {
+            let mut diff = String::new();
+            let (a, e): (Vec<&str>, Vec<&str>) =
+                (actual.lines().collect(), expected.lines().collect());
+            for i in 0..a.len().max(e.len()) {
+                match (e.get(i), a.get(i)) {
+                    (Some(x), Some(y)) if x == y => diff.push_str(&format!("  {x}\n")),
+                    (x, y) => {
+                        if let Some(x) = x {
+                            diff.push_str(&format!("- {x}\n"));
+                        }
+                        if let Some(y) = y {
+                            diff.push_str(&format!("+ {y}\n"));
+                        }
+                    }
+                }
+            }
+            panic!("text differs (- expected, + actual):\n{diff}");
+        }
+    }};
+}
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+/// The directory holding the workspace's plugins (and fe-host).
+pub fn plugin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fe-host"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf()
+}
+
+/// A directory under `target/tmp` removed on drop. Inside the repository, so builds made in
+/// it pick up `.cargo/config.toml` (the libtorch location and rpaths).
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh, empty directory named after `tag`.
+    pub fn new(tag: &str) -> Self {
+        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = root()
+            .join("target/tmp")
+            .join(format!("{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temp dir");
+        TempDir(path)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `contents` to `name` inside it and returns the path.
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("parent dir");
+        }
+        std::fs::write(&path, contents).expect("write file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The workspace plugins exist (cargo test builds them, but a filtered run may not have).
+pub fn ensure_plugins() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--workspace", "--lib", "--quiet"])
+            .current_dir(root())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building the workspace plugins failed");
+    });
+}
+
+/// A `fe-host` command with the workspace plugins available.
+pub fn fe_host() -> Command {
+    ensure_plugins();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fe-host"));
+    command
+        .env_remove("FE_PLUGIN_PATH")
+        .env("RUST_BACKTRACE", "1");
+    command
+}
+
+/// Stdout and stderr of a finished command, as text.
+pub struct Run {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(output: Output) -> Self {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+/// Runs `fe-host args...`.
+pub fn run(args: &[&str]) -> Run {
+    fe_host().args(args).output().expect("run fe-host").into()
+}
+
+/// Runs `fe-host args...` and asserts it failed with `code` and one clean line on stderr:
+/// no panic message, no backtrace.
+pub fn run_failing(args: &[&str], code: i32) -> Run {
+    let out = run(args);
+    assert_eq!(
+        out.code, code,
+        "exit code\nstdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    assert!(out.stderr.starts_with("error: "), "stderr: {}", out.stderr);
+    assert_eq!(
+        out.stderr.trim_end().lines().count(),
+        1,
+        "one line expected:\n{}",
+        out.stderr
+    );
+    for noise in [
+        "panicked at",
+        "stack backtrace",
+        "RUST_BACKTRACE",
+        "Exception raised from",
+        "frame #",
+    ] {
+        assert!(
+            !out.stderr.contains(noise) && !out.stdout.contains(noise),
+            "`{noise}` leaked:\n{}{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+    out
+}
+
+/// A small generated digits dataset, made once per test run: (train images, train labels,
+/// eval images, eval labels).
+pub fn digits() -> &'static [PathBuf; 4] {
+    static DATA: OnceLock<[PathBuf; 4]> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let dir = root().join("target/test-data/digits-4000");
+        if !dir.join("MANIFEST").exists() {
+            let out = run(&[
+                "datagen",
+                "digits",
+                "--out",
+                &dir.to_string_lossy(),
+                "--train",
+                "4000",
+                "--eval",
+                "1000",
+                "--test",
+                "0",
+                "--seed",
+                "11",
+            ]);
+            assert_eq!(out.code, 0, "{}", out.stderr);
+        }
+        [
+            "train-images-idx3-ubyte",
+            "train-labels-idx1-ubyte",
+            "eval-images-idx3-ubyte",
+            "eval-labels-idx1-ubyte",
+        ]
+        .map(|f| dir.join(f))
+    })
+}
+
+/// The LeNet manifest of `examples/lenet.toml` pointed at the small dataset; `extra` is
+/// appended (more ops, traces, ...).
+pub fn lenet_manifest(epochs: u32, extra: &str) -> String {
+    let [x, y, ex, ey] = digits();
+    format!(
+        r#"[run]
+epochs = {epochs}
+seed = 7
+log_steps = 50
+
+[pipeline]
+batch_size = 32
+
+[pipeline.data.train]
+type = "idx"
+files = {{ x = "{x}", y = "{y}" }}
+
+[pipeline.data.eval]
+type = "idx"
+files = {{ x = "{ex}", y = "{ey}" }}
+
+[[pipeline.ops]]
+op = "Minmax"
+inputs = "x"
+outputs = "x"
+
+[[pipeline.ops]]
+op = "ExpandDims"
+inputs = "x"
+outputs = "x"
+axis = 0
+
+[[models]]
+name = "lenet"
+architecture = "LeNet"
+optimizer = {{ type = "adam", lr = 0.001 }}
+
+[[network.ops]]
+op = "ModelOp"
+model = "lenet"
+inputs = "x"
+outputs = "y_pred"
+
+[[network.ops]]
+op = "CrossEntropy"
+inputs = ["y_pred", "y"]
+outputs = "ce"
+
+[[network.ops]]
+op = "UpdateOp"
+model = "lenet"
+loss = "ce"
+
+[[traces]]
+trace = "Accuracy"
+inputs = ["y", "y_pred"]
+outputs = "accuracy"
+{extra}"#,
+        x = x.display(),
+        y = y.display(),
+        ex = ex.display(),
+        ey = ey.display(),
+    )
+}
+
+/// The 1-based line of the first line of `text` containing `needle`.
+pub fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i + 1)
+        .expect("needle in text")
+}
+
+/// Builds `crates` (name → files) as a cargo workspace of its own under `target/out-of-tree`,
+/// into
+/// the shared `target/fixtures` target directory, and returns the directory holding the
+/// built libraries. Builds are serialised: they share one target directory.
+pub fn build_out_of_tree(tag: &str, members: &[(&str, Vec<(&str, String)>)]) -> PathBuf {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // Kept between runs, and files rewritten only when they change, so cargo rebuilds only
+    // what changed.
+    let dir = root().join("target/out-of-tree").join(tag);
+    std::fs::create_dir_all(&dir).expect("out-of-tree dir");
+    let names: Vec<String> = members
+        .iter()
+        .map(|(name, _)| format!("\"{name}\""))
+        .collect();
+    let workspace = format!(
+        "[workspace]\nresolver = \"2\"\nmembers = [{}]\n\n{}",
+        names.join(", "),
+        PROFILES
+    );
+    write_if_changed(&dir.join("Cargo.toml"), &workspace);
+    // The same dependency versions as the workspace, so compiled dependencies are reused.
+    write_if_changed(
+        &dir.join("Cargo.lock"),
+        &std::fs::read_to_string(root().join("Cargo.lock")).expect("lock file"),
+    );
+    for (name, files) in members {
+        for (file, contents) in files {
+            write_if_changed(&dir.join(name).join(file), contents);
+        }
+    }
+    let target = root().join("target/fixtures");
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--workspace", "--quiet"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("run cargo");
+    assert!(
+        out.status.success(),
+        "out-of-tree build failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.join("debug")
+}
+
+fn write_if_changed(path: &Path, contents: &str) {
+    if std::fs::read_to_string(path).is_ok_and(|old| old == contents) {
+        return;
+    }
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+    std::fs::write(path, contents).expect("write");
+}
+
+/// The workspace's profile settings (see the root Cargo.toml), repeated so that out-of-tree
+/// builds compile dependencies the same way.
+const PROFILES: &str = r#"[profile.dev]
+opt-level = 3
+debug = "line-tables-only"
+incremental = true
+
+[profile.dev.package."*"]
+debug = false
+"#;
