@@ -178,6 +178,18 @@ impl FfiNumpyOp for NumpyOpAdapter {
             with_tensors(inputs, |tensors| self.inner.remove(tensors, ctx))
         })
     }
+
+    fn state(&self) -> RResult<ComponentState, PluginError> {
+        guard(&self.name, "state", || {
+            self.inner.state().map(State::into_ffi)
+        })
+    }
+
+    fn load_state(&self, state: ComponentState) -> RResult<(), PluginError> {
+        guard(&self.name, "load_state", || {
+            self.inner.load_state(State::from_ffi(state))
+        })
+    }
 }
 
 struct SlicerAdapter {
@@ -377,6 +389,19 @@ impl FfiModel for ModelAdapter {
                 .collect())
         })
     }
+
+    fn state(&self) -> RResult<ComponentState, PluginError> {
+        guard(&self.name, "state", || {
+            self.inner.state().map(State::into_ffi)
+        })
+    }
+
+    fn load_state(&mut self, state: ComponentState) -> RResult<(), PluginError> {
+        let inner = &mut self.inner;
+        guard(&self.name, "load_state", || {
+            inner.load_state(State::from_ffi(state))
+        })
+    }
 }
 
 struct DatasetAdapter {
@@ -401,6 +426,18 @@ impl FfiDataset for DatasetAdapter {
 
     fn get(&self, index: u64) -> RResult<RVec<RTensor>, PluginError> {
         guard(&self.name, "get", || self.inner.get(index).map(owned))
+    }
+
+    fn state(&self) -> RResult<ComponentState, PluginError> {
+        guard(&self.name, "state", || {
+            self.inner.state().map(State::into_ffi)
+        })
+    }
+
+    fn load_state(&self, state: ComponentState) -> RResult<(), PluginError> {
+        guard(&self.name, "load_state", || {
+            self.inner.load_state(State::from_ffi(state))
+        })
     }
 }
 

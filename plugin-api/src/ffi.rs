@@ -62,12 +62,16 @@ pub trait FfiNumpyOp: Send + Sync {
     /// See [`NumpyOp::is_filter`](crate::NumpyOp::is_filter).
     fn is_filter(&self) -> bool;
     /// See [`NumpyOp::remove`](crate::NumpyOp::remove).
-    #[sabi(last_prefix_field)]
     fn remove(
         &self,
         inputs: RSlice<'_, TensorRef<'_>>,
         ctx: &StepContext<'_>,
     ) -> RResult<bool, PluginError>;
+    /// See [`NumpyOp::state`](crate::NumpyOp::state).
+    fn state(&self) -> RResult<ComponentState, PluginError>;
+    /// See [`NumpyOp::load_state`](crate::NumpyOp::load_state).
+    #[sabi(last_prefix_field)]
+    fn load_state(&self, state: ComponentState) -> RResult<(), PluginError>;
 }
 
 /// A [`Slicer`](crate::Slicer) behind the boundary.
@@ -170,8 +174,12 @@ pub trait FfiModel: Send {
     /// See [`Model::layers`](crate::Model::layers).
     fn layers(&self) -> RResult<RVec<RString>, PluginError>;
     /// See [`Model::variables`](crate::Model::variables).
-    #[sabi(last_prefix_field)]
     fn variables(&self) -> RResult<RVec<NamedTensor>, PluginError>;
+    /// See [`Model::state`](crate::Model::state).
+    fn state(&self) -> RResult<ComponentState, PluginError>;
+    /// See [`Model::load_state`](crate::Model::load_state).
+    #[sabi(last_prefix_field)]
+    fn load_state(&mut self, state: ComponentState) -> RResult<(), PluginError>;
 }
 
 /// A [`Dataset`](crate::Dataset) behind the boundary.
@@ -186,8 +194,12 @@ pub trait FfiDataset: Send + Sync {
     /// See [`Dataset::keys`](crate::Dataset::keys).
     fn keys(&self) -> RVec<RString>;
     /// See [`Dataset::get`](crate::Dataset::get).
-    #[sabi(last_prefix_field)]
     fn get(&self, index: u64) -> RResult<RVec<RTensor>, PluginError>;
+    /// See [`Dataset::state`](crate::Dataset::state).
+    fn state(&self) -> RResult<ComponentState, PluginError>;
+    /// See [`Dataset::load_state`](crate::Dataset::load_state).
+    #[sabi(last_prefix_field)]
+    fn load_state(&self, state: ComponentState) -> RResult<(), PluginError>;
 }
 
 /// An owned [`FfiTensorOp`] object.

@@ -136,6 +136,17 @@ pub trait NumpyOp: Send + Sync + 'static {
     fn remove(&self, _inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<bool> {
         Ok(false)
     }
+
+    /// State to checkpoint (ops drawing randomness from `ctx.seed` have none).
+    fn state(&self) -> Result<State> {
+        Ok(State::empty())
+    }
+
+    /// Restores what [`NumpyOp::state`] returned. Takes `&self`: ops shared by pipeline
+    /// workers keep mutable state behind a lock.
+    fn load_state(&self, state: State) -> Result<()> {
+        reject_state(state)
+    }
 }
 
 /// Runs `f` on each sample of a batch and stacks each output along a new dimension 0.
@@ -382,6 +393,16 @@ pub trait Model: Send + 'static {
     /// Every parameter and buffer, by unique name, sharing storage with the model.
     /// Parameters are the ones that require gradients.
     fn variables(&self) -> Vec<(String, Tensor)>;
+
+    /// State beyond the variables (which the host saves itself), e.g. counters.
+    fn state(&self) -> Result<State> {
+        Ok(State::empty())
+    }
+
+    /// Restores what [`Model::state`] returned.
+    fn load_state(&mut self, state: State) -> Result<()> {
+        reject_state(state)
+    }
 }
 
 /// The variables of a `VarStore`, sorted by name (shallow copies sharing storage).
@@ -423,6 +444,16 @@ pub trait Dataset: Send + Sync + 'static {
     fn keys(&self) -> Vec<String>;
     /// Sample `index` (`0 <= index < len()`).
     fn get(&self, index: u64) -> Result<Vec<Tensor>>;
+
+    /// State to checkpoint (datasets that are pure functions of the index have none).
+    fn state(&self) -> Result<State> {
+        Ok(State::empty())
+    }
+
+    /// Restores what [`Dataset::state`] returned.
+    fn load_state(&self, state: State) -> Result<()> {
+        reject_state(state)
+    }
 }
 
 fn reject_state(state: State) -> Result<()> {

@@ -63,6 +63,7 @@ mod registry;
 mod state;
 mod tensor;
 pub mod testing;
+mod text;
 mod trace_data;
 
 pub use adapter::{guard, install_quiet_panic_hook, plugin_name};
@@ -81,6 +82,7 @@ pub use registry::{
 };
 pub use state::{ComponentState, State};
 pub use tensor::{NamedTensor, RTensor, TensorRef, TensorView};
+pub use text::{tensor_text, text_tensor};
 pub use trace_data::{TraceContext, TraceData, TraceOutput, TraceWrite, Value, ValueRef};
 
 /// Re-exported for plugins that need abi_stable types.

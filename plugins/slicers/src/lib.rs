@@ -1,0 +1,3 @@
+//! Slicers for fe-host networks: cut batches into minibatches and join the results.
+
+fe_plugin_api::export_plugin!();

@@ -1,0 +1,3 @@
+//! Tensor utilities for fe-host networks.
+
+fe_plugin_api::export_plugin!();
