@@ -1,12 +1,27 @@
-//! Losses for fe-host: `CrossEntropy` and `MeanSquaredError`, with FastEstimator's semantics.
-//! Both default to every mode but `infer` (there are no labels at inference).
+//! Losses for fe-host with FastEstimator's semantics (the PyTorch branch of each FastEstimator
+//! loss): `CrossEntropy`, `MeanSquaredError`, `L1Loss`, `Hinge`, `FocalLoss` and `DiceLoss`.
+//!
+//! Every loss reads `[y_pred, y_true]` (FastEstimator's order), writes one key, and defaults to
+//! every mode but `infer` (there are no labels at inference). See the crate's README for the
+//! manifest syntax of each.
 
-use fe_plugin_api::{inventory, Registration};
+use std::collections::BTreeMap;
+
+use fe_plugin_api::tch::Tensor;
+use fe_plugin_api::{inventory, Error, Registration, Result};
 
 mod cross_entropy;
+mod dice;
+mod focal;
+mod hinge;
+mod l1;
 mod mse;
 
 pub use cross_entropy::{CrossEntropy, CrossEntropyConfig, Form};
+pub use dice::{DiceLoss, DiceLossConfig};
+pub use focal::{FocalLoss, FocalLossConfig, Reduce};
+pub use hinge::{Hinge, HingeConfig};
+pub use l1::{L1Loss, L1LossConfig, L1Type};
 pub use mse::{MeanSquaredError, MseConfig};
 
 inventory::submit! {
@@ -25,16 +40,167 @@ inventory::submit! {
     .default_mode("!infer")
 }
 
+inventory::submit! {
+    Registration::tensor_op::<L1Loss>(
+        "L1Loss",
+        "Mean absolute error, smooth L1 or Huber loss between predictions and targets",
+    )
+    .default_mode("!infer")
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Hinge>(
+        "Hinge",
+        "Hinge loss max(0, 1 - y_true * y_pred) against -1/+1 labels",
+    )
+    .default_mode("!infer")
+}
+
+inventory::submit! {
+    Registration::tensor_op::<FocalLoss>(
+        "FocalLoss",
+        "Sigmoid focal loss (RetinaNet) against 0/1 labels, from probabilities or logits",
+    )
+    .default_mode("!infer")
+}
+
+inventory::submit! {
+    Registration::tensor_op::<DiceLoss>(
+        "DiceLoss",
+        "Negative (soft) Dice score between channels-first masks",
+    )
+    .default_mode("!infer")
+}
+
 fe_plugin_api::export_plugin!();
 
 /// Per-sample losses, or their mean when `average` is set (FastEstimator's `average_loss`).
-fn reduce(
-    per_sample: fe_plugin_api::tch::Tensor,
-    average: bool,
-) -> fe_plugin_api::Result<fe_plugin_api::tch::Tensor> {
+fn reduce(per_sample: Tensor, average: bool) -> Result<Tensor> {
     if average {
         Ok(per_sample.f_mean(per_sample.kind())?)
     } else {
         Ok(per_sample)
+    }
+}
+
+/// The two inputs of a loss, `[y_pred, y_true]`.
+fn pair<'a>(inputs: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Tensor)> {
+    match inputs {
+        [y_pred, y_true] => Ok((y_pred, y_true)),
+        _ => Err(Error::msg(format!(
+            "expected inputs [y_pred, y_true], got {} tensors",
+            inputs.len()
+        ))),
+    }
+}
+
+/// `y_true` in `y_pred`'s kind and shape. A target with the same number of elements but another
+/// shape (e.g. `[B]` against `[B, 1]`) is reshaped, as FastEstimator's `view(y_pred.size())`
+/// does; any other shape is an error naming both, instead of a silent broadcast.
+fn align_target(y_pred: &Tensor, y_true: &Tensor) -> Result<Tensor> {
+    let y = y_true.f_to_kind(y_pred.kind())?;
+    let (pred_shape, true_shape) = (y_pred.size(), y.size());
+    if pred_shape == true_shape {
+        Ok(y)
+    } else if y.numel() == y_pred.numel() {
+        Ok(y.f_reshape(&pred_shape)?)
+    } else {
+        Err(Error::msg(format!(
+            "y_true has shape {true_shape:?}, which does not match y_pred's shape {pred_shape:?}"
+        )))
+    }
+}
+
+/// FastEstimator's `reduce_mean(loss, axis=-1)`: the mean over the last axis, giving one value
+/// per sample for `[B, C]` inputs. Rank-1 inputs (`[B]`) are already one value per sample and
+/// are returned as they are (FastEstimator's PyTorch branch would average them into a scalar
+/// even with `average_loss = false`; its TensorFlow branch keeps them per sample).
+fn mean_last_axis(loss: Tensor) -> Result<Tensor> {
+    if loss.dim() >= 2 {
+        Ok(loss.f_mean_dim(-1, false, loss.kind())?)
+    } else {
+        Ok(loss)
+    }
+}
+
+/// Parses a TOML table of `class index = weight` (keys are strings in TOML) into pairs sorted by
+/// index. `field` names the config field in errors.
+fn index_weights(field: &str, map: BTreeMap<String, f64>) -> Result<Vec<(i64, f64)>> {
+    let mut pairs = Vec::with_capacity(map.len());
+    for (key, weight) in map {
+        let index: i64 = key.trim().parse().map_err(|_| {
+            Error::config(
+                format!("{field}.{key}"),
+                "keys must be integer indices, e.g. `{ 0 = 1.0, 3 = 2.5 }`",
+            )
+        })?;
+        if !weight.is_finite() {
+            return Err(Error::config(
+                format!("{field}.{key}"),
+                format!("weight must be a finite number, got {weight}"),
+            ));
+        }
+        pairs.push((index, weight));
+    }
+    pairs.sort_by_key(|&(index, _)| index);
+    if let Some(pair) = pairs.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(Error::config(
+            field,
+            format!("index {} is given more than once", pair[0].0),
+        ));
+    }
+    Ok(pairs)
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[cfg(test)]
+mod readme {
+    use fe_plugin_api::testing;
+
+    /// `inputs = ["a", "b"]` or `inputs = "a"` as a list of keys.
+    fn keys(value: &str) -> Vec<String> {
+        value
+            .trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .split(',')
+            .map(|key| key.trim().trim_matches('"').to_owned())
+            .filter(|key| !key.is_empty())
+            .collect()
+    }
+
+    /// Every `[[network.ops]]` example in the README builds with its keys and config.
+    #[test]
+    fn every_manifest_example_builds() {
+        let text = include_str!("../README.md");
+        let mut built = Vec::new();
+        for block in text.split("```toml").skip(1) {
+            let block = block.split("```").next().unwrap();
+            let (mut name, mut inputs, mut outputs) = (String::new(), Vec::new(), Vec::new());
+            let mut config = String::new();
+            for line in block.lines().map(str::trim) {
+                if line.is_empty() || line == "[[network.ops]]" {
+                    continue;
+                }
+                let (key, value) = line.split_once('=').unwrap();
+                match key.trim() {
+                    "op" => name = value.trim().trim_matches('"').to_owned(),
+                    "inputs" => inputs = keys(value),
+                    "outputs" => outputs = keys(value),
+                    "mode" => {}
+                    _ => config.push_str(&format!("{line}\n")),
+                }
+            }
+            let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+            let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+            if let Err(err) = testing::tensor_op(&name, &config, &inputs, &outputs) {
+                panic!("README example for {name} does not build: {err:?}");
+            }
+            built.push(name);
+        }
+        assert_eq!(built.len(), 6, "{built:?}");
     }
 }

@@ -1,3 +1,120 @@
-//! Tensor utilities for fe-host networks.
+//! Tensor utilities for fe-host networks, with FastEstimator's TensorOp semantics: `Average`,
+//! `Reshape`, `Permute`, `Argmax` and `Normalize`.
+//!
+//! They run on whole batches, exactly as FastEstimator's TensorOps do: `Reshape`'s `shape`,
+//! `Permute`'s `permutation` and `Argmax`'s `axis` all count the batch dimension (dimension 0).
+//! Every op runs in every mode unless the manifest says otherwise. See the crate's README for
+//! the manifest syntax of each.
+
+use fe_plugin_api::{inventory, Registration};
+
+mod argmax;
+mod average;
+mod normalize;
+mod permute;
+mod reshape;
+
+pub use argmax::{Argmax, ArgmaxConfig};
+pub use average::Average;
+pub use normalize::{Normalize, NormalizeConfig, Stat};
+pub use permute::{Permute, PermuteConfig};
+pub use reshape::{Reshape, ReshapeConfig, Shape};
+
+inventory::submit! {
+    Registration::tensor_op::<Average>(
+        "Average",
+        "Element-wise mean of its input tensors",
+    )
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Reshape>(
+        "Reshape",
+        "Reshapes the whole batch tensor to `shape` (batch dimension included, -1 inferred)",
+    )
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Permute>(
+        "Permute",
+        "Reorders the dimensions of the batch tensor (batch dimension included; default NHWC to NCHW)",
+    )
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Argmax>(
+        "Argmax",
+        "Index of the maximum along `axis` (batch dimension included; default 0), per input",
+    )
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Normalize>(
+        "Normalize",
+        "(x - mean * max_pixel_value) / (std * max_pixel_value), per channel (dimension -3), per input",
+    )
+}
 
 fe_plugin_api::export_plugin!();
+
+/// Fails unless the op was given at least one input key and as many output keys as inputs
+/// (FastEstimator's multi-io ops map input `i` to output `i`).
+fn expect_paired_keys(ctx: &fe_plugin_api::CreateContext<'_>) -> fe_plugin_api::Result<()> {
+    let inputs = ctx.inputs.len();
+    if inputs == 0 {
+        return Err(fe_plugin_api::Error::config(
+            "inputs",
+            "expected at least 1 key, got 0",
+        ));
+    }
+    ctx.expect_arity(Some(inputs), Some(inputs))
+}
+
+#[cfg(test)]
+mod readme {
+    use fe_plugin_api::testing;
+
+    /// `inputs = ["a", "b"]` or `inputs = "a"` as a list of keys.
+    fn keys(value: &str) -> Vec<String> {
+        value
+            .trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .split(',')
+            .map(|key| key.trim().trim_matches('"').to_owned())
+            .filter(|key| !key.is_empty())
+            .collect()
+    }
+
+    /// Every `[[network.ops]]` example in the README builds with its keys and config.
+    #[test]
+    fn every_manifest_example_builds() {
+        let text = include_str!("../README.md");
+        let mut built = Vec::new();
+        for block in text.split("```toml").skip(1) {
+            let block = block.split("```").next().unwrap();
+            let (mut name, mut inputs, mut outputs) = (String::new(), Vec::new(), Vec::new());
+            let mut config = String::new();
+            for line in block.lines().map(str::trim) {
+                if line.is_empty() || line == "[[network.ops]]" {
+                    continue;
+                }
+                let (key, value) = line.split_once('=').unwrap();
+                match key.trim() {
+                    "op" => name = value.trim().trim_matches('"').to_owned(),
+                    "inputs" => inputs = keys(value),
+                    "outputs" => outputs = keys(value),
+                    "mode" => {}
+                    _ => config.push_str(&format!("{line}\n")),
+                }
+            }
+            let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+            let outputs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+            if let Err(err) = testing::tensor_op(&name, &config, &inputs, &outputs) {
+                panic!("README example for {name} does not build: {err:?}");
+            }
+            built.push(name);
+        }
+        assert_eq!(built.len(), 5, "{built:?}");
+    }
+}
