@@ -139,7 +139,8 @@ fn plugin_op_that_panics_names_plugin_op_and_step() {
         "[[network.ops]]\nop = \"UpdateOp\"",
         "[[network.ops]]\nop = \"Panic\"\ninputs = \"ce\"\noutputs = \"ce\"\nat_step = 3\n\n[[network.ops]]\nop = \"UpdateOp\"",
     );
-    let path = manifest(&dir, &text);
+    // Without the warm-up pass, the op's third call is the third training step.
+    let path = manifest(&dir, &text.replace("[run]\n", "[run]\nwarmup = false\n"));
     let out = run_failing(&["run", &path], 1);
     assert!(
         out.stderr.starts_with(
@@ -147,6 +148,27 @@ fn plugin_op_that_panics_names_plugin_op_and_step() {
         ),
         "{}",
         out.stderr
+    );
+}
+
+#[test]
+fn warmup_catches_a_failing_op_before_the_first_step() {
+    let dir = TempDir::new("warmup-panic");
+    let text = lenet_manifest(1, "").replace(
+        "[[network.ops]]\nop = \"UpdateOp\"",
+        "[[network.ops]]\nop = \"Panic\"\ninputs = \"ce\"\noutputs = \"ce\"\nmode = \"eval\"\n\n[[network.ops]]\nop = \"UpdateOp\"",
+    );
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 1);
+    assert!(
+        out.stderr.starts_with("error: fe-faulty::Panic panicked in forward (warm-up, eval epoch 1): deliberate panic in forward"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stdout.contains("fe-host train: step: 1;"),
+        "training must not have started:\n{}",
+        out.stdout
     );
 }
 
@@ -160,7 +182,7 @@ fn op_whose_libtorch_call_fails_names_the_libtorch_error() {
     let out = run_failing(&["run", &path], 1);
     assert_text_eq!(
         out.stderr,
-        "error: fe-losses::MeanSquaredError failed in forward (train epoch 1, step 1, batch 1): The size of tensor a (10) must match the size of tensor b (32) at non-singleton dimension 1\n"
+        "error: fe-losses::MeanSquaredError failed in forward (warm-up, train epoch 1): The size of tensor a (10) must match the size of tensor b (32) at non-singleton dimension 1\n"
     );
 }
 
@@ -175,7 +197,7 @@ fn libtorch_exception_inside_a_plugin_is_caught_and_cut_to_one_line() {
     let out = run_failing(&["run", &path], 1);
     assert_text_eq!(
         out.stderr,
-        "error: fe-faulty::BadMatmul panicked in forward (train epoch 1, step 1, batch 1): mat1 and mat2 shapes cannot be multiplied (32x10 and 3x3)\n"
+        "error: fe-faulty::BadMatmul panicked in forward (warm-up, train epoch 1): mat1 and mat2 shapes cannot be multiplied (32x10 and 3x3)\n"
     );
 }
 

@@ -141,8 +141,12 @@ fn duplicate_component_names_name_both_plugins() {
             plugin_dir().join("libfe_losses.so").display()
         )
     );
-    // Both duplicated components are reported, together.
-    assert_contains!(out.stderr, "2 plugin problems:");
+    // Every duplicated component is reported, together.
+    assert!(
+        out.stderr.starts_with("error: ") && out.stderr.contains(" plugin problems:\n  - "),
+        "{}",
+        out.stderr
+    );
     assert_contains!(
         out.stderr,
         "tensor-op `MeanSquaredError` is provided by both"

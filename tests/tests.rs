@@ -9,5 +9,6 @@ mod util;
 
 mod cli_errors;
 mod loading;
+mod network;
 mod out_of_tree;
 mod training;

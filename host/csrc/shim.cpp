@@ -71,15 +71,17 @@ char *fe_fused_adam(at::Tensor **params, at::Tensor **grads, at::Tensor **exp_av
     })
 }
 
-// Turns CPU autocast on (to `bfloat16`) or off, keeping libtorch's nesting count balanced.
-char *fe_cpu_autocast(bool enabled) {
+// Turns autocast for `device_type` (0 = CPU, 1 = CUDA) on with `half` (float16) or bfloat16,
+// or off, keeping libtorch's nesting count balanced.
+char *fe_autocast(int device_type, bool half, bool enabled) {
     FE_GUARD({
+        auto device = device_type == 0 ? at::kCPU : at::kCUDA;
         if (enabled) {
-            at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-            at::autocast::set_autocast_enabled(at::kCPU, true);
+            at::autocast::set_autocast_dtype(device, half ? at::kHalf : at::kBFloat16);
+            at::autocast::set_autocast_enabled(device, true);
             at::autocast::increment_nesting();
         } else {
-            at::autocast::set_autocast_enabled(at::kCPU, false);
+            at::autocast::set_autocast_enabled(device, false);
             if (at::autocast::decrement_nesting() == 0) {
                 at::autocast::clear_cache();
             }

@@ -22,7 +22,7 @@ extern "C" {
         amsgrad: bool,
         decoupled: bool,
     ) -> *mut c_char;
-    fn fe_cpu_autocast(enabled: bool) -> *mut c_char;
+    fn fe_autocast(device_type: c_int, half: bool, enabled: bool) -> *mut c_char;
     fn fe_generator_state(device_type: c_int, index: c_int, out: *mut *mut C_tensor)
         -> *mut c_char;
     fn fe_set_generator_state(
@@ -111,10 +111,12 @@ pub fn fused_adam(
     })
 }
 
-/// Enables (bfloat16) or disables CPU autocast on this thread. Calls must pair up.
-pub fn cpu_autocast(enabled: bool) -> Result<(), String> {
-    // SAFETY: no arguments; the shim catches every exception.
-    check(unsafe { fe_cpu_autocast(enabled) })
+/// Enables autocast on this thread for `device` (CPU or CUDA) with float16 (`half`) or
+/// bfloat16, or disables it. Calls must pair up.
+pub fn autocast(device: tch::Device, half: bool, enabled: bool) -> Result<(), String> {
+    let device_type = if device.is_cuda() { 1 } else { 0 };
+    // SAFETY: plain values; the shim catches every exception.
+    check(unsafe { fe_autocast(device_type, half, enabled) })
 }
 
 /// Which default generator.
@@ -182,9 +184,9 @@ mod tests {
     #[test]
     fn cpu_autocast_runs_matmul_in_bfloat16() {
         let a = Tensor::ones([2, 2], (tch::Kind::Float, tch::Device::Cpu));
-        cpu_autocast(true).unwrap();
+        autocast(tch::Device::Cpu, false, true).unwrap();
         let inside = a.matmul(&a).kind();
-        cpu_autocast(false).unwrap();
+        autocast(tch::Device::Cpu, false, false).unwrap();
         let outside = a.matmul(&a).kind();
         assert_eq!((inside, outside), (tch::Kind::BFloat16, tch::Kind::Float));
     }

@@ -49,6 +49,7 @@ pub struct Estimator {
     out: Box<dyn Write>,
     quiet: bool,
     train_seconds: f64,
+    warmup: bool,
 }
 
 impl Estimator {
@@ -111,6 +112,7 @@ impl Estimator {
             out: options.out,
             quiet: options.quiet,
             train_seconds: 0.0,
+            warmup: manifest.run.warmup,
         };
         estimator.check_keys(manifest)?;
         Ok(estimator)
@@ -122,8 +124,12 @@ impl Estimator {
         for mode in Mode::ALL {
             for ds_id in self.pipeline.ds_ids(mode) {
                 let available = self.pipeline.available_keys(mode, &ds_id);
-                let plan = self.network.plan(mode, 1, &ds_id, &BTreeSet::new());
                 let where_ = describe_context(mode, 1, &ds_id);
+                let desired = traces::wanted_keys(&self.traces, mode, &ds_id);
+                let plan = self
+                    .network
+                    .plan(mode, 1, &ds_id, &desired)
+                    .map_err(|e| Error::Manifest(format!("{}: {e}", manifest.file.display())))?;
                 if let Some((op, key)) = self
                     .network
                     .first_missing_input(&plan, &available, &self.keys)
@@ -168,6 +174,9 @@ impl Estimator {
 
     fn fit_inner(&mut self) -> Result<()> {
         let start = Instant::now();
+        if self.warmup {
+            self.run_warmup()?;
+        }
         self.print_start();
         self.hooks(TraceHook::Begin, None)?;
         let has = |mode| !self.pipeline.ds_ids(mode).is_empty();
@@ -194,6 +203,51 @@ impl Estimator {
         Ok(())
     }
 
+    /// FastEstimator's warm-up: one batch of every mode and dataset through the network with
+    /// updates off, before anything trains. Models run in inference behaviour and libtorch's
+    /// random state is restored afterwards, so the run continues exactly as without it.
+    fn run_warmup(&mut self) -> Result<()> {
+        let generator = crate::shim::Generator::Cpu;
+        let saved = crate::shim::generator_state(generator)
+            .map_err(|e| Error::Internal(format!("cannot save the RNG state: {e}")))?;
+        let outcome = self.warmup_batches();
+        crate::shim::set_generator_state(generator, &saved)
+            .map_err(|e| Error::Internal(format!("cannot restore the RNG state: {e}")))?;
+        outcome
+    }
+
+    fn warmup_batches(&mut self) -> Result<()> {
+        for mode in Mode::ALL {
+            for ds_id in self.pipeline.ds_ids(mode) {
+                let epoch = 1;
+                let desired = traces::wanted_keys(&self.traces, mode, &ds_id);
+                let plan = self
+                    .network
+                    .plan(mode, epoch, &ds_id, &desired)
+                    .map_err(Error::Run)?;
+                let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
+                wanted.extend(desired.iter().copied());
+                let mut loader =
+                    self.pipeline
+                        .epoch(mode, epoch, &ds_id, &wanted, Some(1), &self.keys)?;
+                let Some(batch) = loader.next() else { continue };
+                drop(loader);
+                let mut batch = batch?;
+                let step = StepContext {
+                    mode,
+                    epoch,
+                    global_step: 0,
+                    batch_idx: 1,
+                    ds_id: ds_id.as_str().into(),
+                    warmup: true,
+                    seed: 0,
+                };
+                self.network.run_step(&plan, &mut batch, &step)?;
+            }
+        }
+        Ok(())
+    }
+
     fn close_trial(&mut self) -> Result<()> {
         let mut first_error = None;
         for trace in &mut self.traces {
@@ -212,7 +266,10 @@ impl Estimator {
         for ds_id in self.pipeline.ds_ids(mode) {
             self.system.ds_id = ds_id.clone();
             let desired = traces::wanted_keys(&self.traces, mode, &ds_id);
-            let plan = self.network.plan(mode, epoch, &ds_id, &desired);
+            let plan = self
+                .network
+                .plan(mode, epoch, &ds_id, &desired)
+                .map_err(Error::Run)?;
             let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
             wanted.extend(desired.iter().copied());
             let steps = self.system.steps_per_epoch(mode);

@@ -20,6 +20,9 @@ pub struct ComponentSpec {
     pub mode: Option<ModeFilter>,
     /// Dataset ids it runs for.
     pub ds_id: DsFilter,
+    /// Whether the table named its output keys at all (slicers unslice their slice keys when
+    /// `unslice` is absent, but nothing when it is an empty list).
+    pub outputs_given: bool,
     /// Everything else in the table: the component's own configuration.
     pub config: Table,
 }
@@ -69,6 +72,7 @@ impl ComponentSpec {
             }
         };
         let inputs = take_keys(&mut table, &path, io[0])?;
+        let outputs_given = table.contains_key(io[1]);
         let outputs = take_keys(&mut table, &path, io[1])?;
         let mode = match table.remove("mode") {
             None => None,
@@ -98,6 +102,7 @@ impl ComponentSpec {
             outputs,
             mode,
             ds_id,
+            outputs_given,
             config: table,
         })
     }

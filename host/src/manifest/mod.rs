@@ -60,6 +60,8 @@ pub struct RunConfig {
     pub train_steps_per_epoch: Option<u64>,
     /// Fixed evaluation steps per epoch.
     pub eval_steps_per_epoch: Option<u64>,
+    /// Run the warm-up check before training.
+    pub warmup: bool,
 }
 
 /// `[plugins]`, with paths resolved against the manifest's directory.
@@ -118,6 +120,8 @@ pub struct ModelConfig {
     pub optimizer: Option<Table>,
     /// `false` freezes the model's parameters.
     pub trainable: bool,
+    /// Run under autocast (bfloat16 on the CPU, float16 with loss scaling on CUDA).
+    pub mixed_precision: bool,
     /// The architecture's own configuration.
     pub config: Table,
 }
@@ -329,6 +333,7 @@ fn validate(
             log_steps: raw.run.log_steps,
             train_steps_per_epoch: raw.run.train_steps_per_epoch,
             eval_steps_per_epoch: raw.run.eval_steps_per_epoch,
+            warmup: raw.run.warmup,
         },
         plugins,
         pipeline: PipelineConfig {
@@ -372,17 +377,20 @@ fn model_config(path: KeyPath, mut table: Table) -> std::result::Result<ModelCon
             ))
         }
     };
-    let trainable = match table.remove("trainable") {
-        None => true,
-        Some(Value::Boolean(b)) => b,
-        Some(_) => return Err(Problem::new(path.key("trainable"), "must be true or false")),
+    let mut flag = |key: &str, default: bool| match table.remove(key) {
+        None => Ok(default),
+        Some(Value::Boolean(b)) => Ok(b),
+        Some(_) => Err(Problem::new(path.key(key), "must be true or false")),
     };
+    let trainable = flag("trainable", true)?;
+    let mixed_precision = flag("mixed_precision", false)?;
     Ok(ModelConfig {
         path,
         name,
         architecture,
         optimizer,
         trainable,
+        mixed_precision,
         config: table,
     })
 }

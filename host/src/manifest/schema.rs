@@ -56,6 +56,14 @@ pub struct RawRun {
     /// Cut short or extend each evaluation epoch to N steps.
     #[serde(default)]
     pub eval_steps_per_epoch: Option<u64>,
+    /// Run one batch of every mode and dataset through the network before training (updates
+    /// off, no side effects), so a broken network fails in the first second.
+    #[serde(default = "yes_run")]
+    pub warmup: bool,
+}
+
+fn yes_run() -> bool {
+    true
 }
 
 impl Default for RawRun {
@@ -68,6 +76,7 @@ impl Default for RawRun {
             log_steps: 100,
             train_steps_per_epoch: None,
             eval_steps_per_epoch: None,
+            warmup: true,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The ops that need the host's models and optimizers: `ModelOp` and `UpdateOp` (seed 003).
+//! The ops that need the host's models and optimizers: `ModelOp`, `UpdateOp` (seed 003) and
+//! `GradientOp`.
 
 use serde::Deserialize;
 use tch::Tensor;
@@ -43,6 +44,10 @@ pub struct UpdateOpConfig {
     /// The key holding the loss (mean-reduced before differentiating).
     #[serde(default)]
     pub loss: Option<String>,
+    /// Instead of a loss: the key holding the model's gradients, as written by a `GradientOp`
+    /// with `model = ...` (all trainable parameters, flattened and concatenated).
+    #[serde(default)]
+    pub gradients: Option<String>,
     /// Accumulate gradients over this many calls and apply their average.
     #[serde(default = "one")]
     pub merge_grad: u32,
@@ -55,10 +60,12 @@ fn one() -> u32 {
     1
 }
 
-/// Backpropagates a loss into a model and updates it.
+/// Backpropagates a loss into a model (or takes given gradients) and updates it.
 pub struct UpdateOp {
     /// Index of the model in the network.
     pub model: usize,
+    /// The input is gradients rather than a loss.
+    pub gradients_input: bool,
     /// Accumulation count.
     pub merge_grad: u32,
     /// Manifest value of `defer` (the network may defer trailing updates regardless).
@@ -73,54 +80,54 @@ pub struct UpdateOp {
 pub struct Deferred {
     /// The model.
     pub model: usize,
-    /// Its gradients.
+    /// Its gradients (already unscaled).
     pub grads: Vec<Tensor>,
+    /// The gradients overflowed (mixed precision): skip the step, back the scale off.
+    pub overflow: bool,
 }
 
 impl UpdateOp {
-    /// Computes gradients of the (mean-reduced) loss and applies, accumulates or defers them.
+    /// Applies, accumulates or defers one update from `input` (a loss, or flat gradients).
     pub fn forward(
         &mut self,
         model: &mut ModelSlot,
-        loss: &Tensor,
+        input: &Tensor,
         retain_graph: bool,
         defer: bool,
         deferred: &mut Vec<Deferred>,
     ) -> Result<(), String> {
-        let loss = if loss.numel() == 1 {
-            loss.f_reshape([]).map_err(first_line)?
+        let (grads, overflow) = if self.gradients_input {
+            (model.split_flat_gradients(input)?, false)
         } else {
-            loss.f_mean(loss.kind()).map_err(first_line)?
+            loss_gradients(model, input, retain_graph)?
         };
-        if !loss.requires_grad() {
-            return Err(format!(
-                "the loss does not depend on any trainable parameter of model `{}` (is it computed from the model's output?)",
-                model.name
-            ));
-        }
-        let grads = gradients(&loss, model, retain_graph)?;
-        let grads = if self.merge_grad > 1 {
-            match self.accumulate(grads)? {
-                Some(average) => average,
+        let (grads, overflow) = if self.merge_grad > 1 {
+            match self.accumulate(grads, overflow)? {
+                Some(average) => (average, false),
                 None => return Ok(()),
             }
         } else {
-            grads
+            (grads, overflow)
         };
         if defer {
             deferred.push(Deferred {
                 model: self.model,
                 grads,
+                overflow,
             });
             Ok(())
         } else {
-            model.apply(&grads)
+            model.apply(&grads, overflow)
         }
     }
 
     /// Adds `grads` to the running sum; every `merge_grad` calls returns the average and clears
-    /// the sum.
-    fn accumulate(&mut self, grads: Vec<Tensor>) -> Result<Option<Vec<Tensor>>, String> {
+    /// the sum. A call whose gradients overflowed (mixed precision) adds nothing.
+    fn accumulate(
+        &mut self,
+        grads: Vec<Tensor>,
+        overflow: bool,
+    ) -> Result<Option<Vec<Tensor>>, String> {
         let _guard = tch::no_grad_guard();
         if self.grad_sum.is_empty() {
             self.grad_sum = grads
@@ -133,11 +140,13 @@ impl UpdateOp {
                     }
                 })
                 .collect::<Result<_, _>>()
-                .map_err(first_line)?;
+                .map_err(crate::tch_message)?;
         }
-        for (sum, grad) in self.grad_sum.iter_mut().zip(&grads) {
-            if grad.defined() && sum.defined() {
-                let _ = sum.f_add_(grad).map_err(first_line)?;
+        if !overflow {
+            for (sum, grad) in self.grad_sum.iter_mut().zip(&grads) {
+                if grad.defined() && sum.defined() {
+                    let _ = sum.f_add_(grad).map_err(crate::tch_message)?;
+                }
             }
         }
         self.calls += 1;
@@ -155,34 +164,123 @@ impl UpdateOp {
                 }
             })
             .collect::<Result<Vec<_>, _>>()
-            .map_err(first_line)?;
+            .map_err(crate::tch_message)?;
         for sum in &mut self.grad_sum {
             if sum.defined() {
-                let _ = sum.f_zero_().map_err(first_line)?;
+                let _ = sum.f_zero_().map_err(crate::tch_message)?;
             }
         }
         Ok(Some(average))
     }
 }
 
-fn gradients(loss: &Tensor, model: &ModelSlot, retain_graph: bool) -> Result<Vec<Tensor>, String> {
+/// Gradients of the mean of `loss` with respect to the model's trainable parameters, scaled and
+/// unscaled around the backward pass when the model uses a gradient scaler.
+fn loss_gradients(
+    model: &ModelSlot,
+    loss: &Tensor,
+    retain_graph: bool,
+) -> Result<(Vec<Tensor>, bool), String> {
+    let loss = if loss.numel() == 1 {
+        loss.f_reshape([]).map_err(crate::tch_message)?
+    } else {
+        loss.f_mean(loss.kind()).map_err(crate::tch_message)?
+    };
+    if !loss.requires_grad() {
+        return Err(format!(
+            "the loss does not depend on any trainable parameter of model `{}` (is it computed from the model's output?)",
+            model.name
+        ));
+    }
+    let scaled = match &model.scaler {
+        Some(scaler) => scaler.scale_loss(&loss).map_err(crate::tch_message)?,
+        None => loss,
+    };
+    let mut grads = gradients(&scaled, &model.params, retain_graph, &model.name)?;
+    let overflow = match &model.scaler {
+        Some(scaler) => scaler.unscale(&mut grads).map_err(crate::tch_message)?,
+        None => false,
+    };
+    Ok((grads, overflow))
+}
+
+/// `d sum(target) / d sources`, keeping the graph when `retain_graph`. Undefined gradients mean
+/// a source the target does not depend on.
+pub fn gradients(
+    target: &Tensor,
+    sources: &[Tensor],
+    retain_graph: bool,
+    model: &str,
+) -> Result<Vec<Tensor>, String> {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        Tensor::run_backward(&[loss], &model.params, retain_graph, false)
+        Tensor::run_backward(&[target], sources, retain_graph, false)
     }));
     outcome.map_err(|payload| {
         let message = fe_plugin_api::panic_message(payload.as_ref());
         if message.starts_with("one of the variables needed for gradient computation has been modified by an inplace operation") {
             format!(
-                "when computing gradients for `{}`, some variables it relied on during the forward pass had been \
-                 updated; consider setting defer = true in earlier UpdateOps of models that interact with this one",
-                model.name
+                "when computing gradients for `{model}`, some variables it relied on during the forward pass had been \
+                 updated; consider setting defer = true in earlier UpdateOps of models that interact with this one"
             )
+        } else if message.contains("does not require grad") || message.contains("does not use set_requires_grad") {
+            format!("cannot differentiate: {message} (is the target computed with gradients enabled, from the sources?)")
         } else {
             message
         }
     })
 }
 
-fn first_line(error: tch::TchError) -> String {
-    crate::tch_message(error)
+/// `[[network.ops]] op = "GradientOp"`
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct GradientOpConfig {
+    /// The key to differentiate (its sum, as FastEstimator does).
+    pub finals: String,
+    /// Differentiate with respect to this model's trainable parameters: one output, all
+    /// gradients flattened and concatenated (what `UpdateOp`'s `gradients` takes). Without it,
+    /// the op differentiates with respect to its `inputs`, one output per input.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// Gradients of a key with respect to a model's weights or to other keys.
+pub struct GradientOp {
+    /// With respect to this model's parameters, if set.
+    pub model: Option<usize>,
+}
+
+impl GradientOp {
+    /// Runs the op: `inputs[0]` is the target, the rest the sources (none for a model).
+    pub fn forward(
+        &self,
+        models: &[ModelSlot],
+        inputs: &[&Tensor],
+        retain_graph: bool,
+    ) -> Result<Vec<Tensor>, String> {
+        let Some((target, sources)) = inputs.split_first() else {
+            return Err("GradientOp has no target".into());
+        };
+        match self.model {
+            Some(index) => {
+                let model = &models[index];
+                let grads = gradients(target, &model.params, retain_graph, &model.name)?;
+                Ok(vec![model.flatten_gradients(&grads)?])
+            }
+            None => {
+                let owned: Vec<Tensor> = sources.iter().map(|t| t.shallow_clone()).collect();
+                let grads = gradients(target, &owned, retain_graph, "inputs")?;
+                grads
+                    .into_iter()
+                    .zip(&owned)
+                    .map(|(g, s)| {
+                        if g.defined() {
+                            Ok(g)
+                        } else {
+                            s.f_zeros_like().map_err(crate::tch_message)
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
 }

@@ -1,65 +1,47 @@
 //! The Network executor: runs the ops of a step over a batch of named tensors.
 //!
-//! Per step: the keys the ops need are moved to the device, the ops run in order (each reads
-//! its input keys and writes its output keys), deferred updates are applied, and only the keys
-//! the traces want come back to the CPU batch.
+//! Per step: slicers (if any) cut the batch; for each (mini)batch only the keys the ops need are
+//! moved to the device, the ops run in order (each reads its input keys and writes its output
+//! keys), deferred updates are applied, and only the keys traces and post-processing want come
+//! back to the CPU; slicers join the minibatches; post-processing runs on the whole batch.
 
 pub mod build;
 pub mod builtin;
+pub mod execute;
 pub mod keys;
+pub mod meta;
 pub mod model;
+pub mod node;
 pub mod plan;
+pub mod post;
+pub mod precision;
+pub mod slicing;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use abi_stable::std_types::RStr;
-use fe_plugin_api::{Mode, PluginError, StepContext};
-use smallvec::SmallVec;
+use fe_plugin_api::{PluginError, StepContext};
+use rand_chacha::rand_core::SeedableRng;
 use tch::{Device, Tensor};
 
-pub use builtin::{Deferred, ModelOp, UpdateOp};
+pub use builtin::{Deferred, GradientOp, ModelOp, UpdateOp};
+pub use execute::Flags;
 pub use keys::{Batch, KeyId, Keys};
-pub use model::ModelSlot;
+pub use model::{ModelParts, ModelSlot};
+pub use node::{OpKind, OpNode};
 pub use plan::StepPlan;
+pub use post::PostOp;
+pub use slicing::SlicerNode;
 
 use crate::error::{During, Error, Result};
-use crate::plugins::handles::TensorOpHandle;
-use crate::schedule::{DsFilter, ModeFilter};
 
-/// What an op is.
-pub enum OpKind {
-    /// A plugin tensor op.
-    Plugin(TensorOpHandle),
-    /// The built-in `ModelOp`.
-    Model(ModelOp),
-    /// The built-in `UpdateOp`.
-    Update(UpdateOp),
-}
-
-/// One op of the network with its keys and filters.
-pub struct OpNode {
-    /// `Name (network.ops[i])`, for messages.
-    pub label: String,
-    /// The component name.
-    pub name: String,
-    /// Keys read.
-    pub inputs: Vec<KeyId>,
-    /// Keys written.
-    pub outputs: Vec<KeyId>,
-    /// Modes it runs in.
-    pub modes: ModeFilter,
-    /// Dataset ids it runs for.
-    pub ds_ids: DsFilter,
-    /// The op itself.
-    pub kind: OpKind,
-}
-
-/// The network: ops and the models they use, on one device.
+/// The network: ops, slicers and post-processing, and the models they use, on one device.
 pub struct Network {
     /// Ops in manifest order.
     pub ops: Vec<OpNode>,
     /// Models in manifest order.
     pub models: Vec<ModelSlot>,
+    /// Slicers in manifest order.
+    pub slicers: Vec<SlicerNode>,
+    /// Post-processing ops in manifest order.
+    pub post: Vec<PostOp>,
     /// Where models live and batches go.
     pub device: Device,
     /// Names of keys, for messages.
@@ -74,21 +56,17 @@ impl Network {
         Self {
             ops,
             models,
+            slicers: Vec::new(),
+            post: Vec::new(),
             device,
             keys,
             work: Vec::new(),
         }
     }
 
-    /// Keys that are losses: the inputs of every `UpdateOp` running in `mode`.
-    pub fn loss_keys(&self, mode: Mode) -> Vec<KeyId> {
-        let mut keys: Vec<KeyId> = self
-            .ops
-            .iter()
-            .filter(|op| matches!(op.kind, OpKind::Update(_)))
-            .flat_map(|op| op.inputs.iter().copied())
-            .collect();
-        // Losses are logged in every mode their producer runs in, not only where updates run.
+    /// Keys that are losses: the inputs of every `UpdateOp` whose producer runs in `mode`.
+    pub fn loss_keys(&self, mode: fe_plugin_api::Mode) -> Vec<KeyId> {
+        let mut keys: Vec<KeyId> = self.ops.iter().flat_map(OpNode::loss_keys).collect();
         keys.retain(|k| {
             self.ops
                 .iter()
@@ -106,11 +84,71 @@ impl Network {
         batch: &mut Batch,
         step: &StepContext<'_>,
     ) -> Result<()> {
+        let Network {
+            ops,
+            models,
+            slicers,
+            post,
+            device,
+            keys,
+            work,
+        } = self;
+        let mut exec = Exec {
+            ops,
+            models,
+            work,
+            keys,
+            device: *device,
+        };
+        if plan.slicers.is_empty() {
+            exec.run_minibatch(plan, batch, step)?;
+        } else {
+            let mut active: Vec<&mut SlicerNode> = slicers
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| plan.slicers.contains(i))
+                .map(|(_, s)| s)
+                .collect();
+            let mut minibatches =
+                slicing::forward(&mut active, batch, keys).map_err(|e| step_error(e, step))?;
+            for minibatch in &mut minibatches {
+                exec.run_minibatch(plan, minibatch, step)?;
+            }
+            *batch = slicing::reverse(&mut active, &minibatches, batch, keys)
+                .map_err(|e| step_error(e, step))?;
+        }
+        for &index in &plan.post {
+            post[index]
+                .run(batch, step, keys)
+                .map_err(|error| step_error(error, step))?;
+        }
+        Ok(())
+    }
+}
+
+/// The parts of the network one (mini)batch needs.
+struct Exec<'a> {
+    ops: &'a mut [OpNode],
+    models: &'a mut [ModelSlot],
+    work: &'a mut Vec<Option<Tensor>>,
+    keys: &'a Keys,
+    device: Device,
+}
+
+impl Exec<'_> {
+    /// Moves the plan's device inputs of `batch` to the device, runs the ops, applies deferred
+    /// updates, and brings the plan's outputs back into `batch`.
+    fn run_minibatch(
+        &mut self,
+        plan: &StepPlan,
+        batch: &mut Batch,
+        step: &StepContext<'_>,
+    ) -> Result<()> {
         let device = self.device;
-        let mut work = std::mem::take(&mut self.work);
+        let mut work = std::mem::take(self.work);
         work.clear();
         work.resize_with(plan.width, || None);
-        for &key in &plan.inputs {
+        for &key in &plan.device_inputs {
             if let Some(tensor) = batch.get(key) {
                 work[key.0 as usize] = Some(to_device(tensor, device)?);
             }
@@ -130,7 +168,7 @@ impl Network {
             }
         }
         work.clear();
-        self.work = work;
+        *self.work = work;
         result
     }
 
@@ -140,121 +178,33 @@ impl Network {
         work: &mut [Option<Tensor>],
         step: &StepContext<'_>,
     ) -> Result<()> {
-        let _no_grad = (!plan.requires_grad || step.warmup).then(tch::no_grad_guard);
+        let _no_grad = (!plan.requires_grad).then(tch::no_grad_guard);
+        let _autocast = if plan.autocast {
+            Some(
+                precision::Autocast::enable(self.device)
+                    .map_err(|e| Error::Run(format!("cannot enable autocast: {e}")))?,
+            )
+        } else {
+            None
+        };
         let mut deferred: Vec<Deferred> = Vec::new();
-        let Network {
-            ops, models, keys, ..
-        } = self;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(step.seed);
+        let mut env = execute::StepEnv {
+            models: self.models,
+            keys: self.keys,
+            step,
+            deferred: &mut deferred,
+            rng: &mut rng,
+        };
         for (position, &index) in plan.ops.iter().enumerate() {
-            let op = &mut ops[index];
-            let outputs = {
-                let mut inputs: SmallVec<[&Tensor; 4]> = SmallVec::new();
-                for key in &op.inputs {
-                    match work.get(key.0 as usize).and_then(Option::as_ref) {
-                        Some(tensor) => inputs.push(tensor),
-                        None => {
-                            return Err(step_error(
-                                Error::builtin(
-                                    &op.name,
-                                    "forward",
-                                    format!(
-                                        "input key `{}` has no value ({})",
-                                        keys.name(*key),
-                                        op.label
-                                    ),
-                                ),
-                                step,
-                            ))
-                        }
-                    }
-                }
-                let run = RunOp {
-                    retain_graph: plan.retain_graph[position],
-                    defer: plan.defer[position],
-                };
-                run.call(op, models, &inputs, step, &mut deferred)
-                    .map_err(|error| step_error(error, step))?
+            let flags = Flags {
+                retain_graph: plan.retain_graph[position],
+                defer: plan.defer[position],
             };
-            if outputs.len() != op.outputs.len() {
-                return Err(step_error(
-                    Error::builtin(
-                        &op.name,
-                        "forward",
-                        format!(
-                            "returned {} tensor(s) for {} output key(s) ({})",
-                            outputs.len(),
-                            op.outputs.len(),
-                            op.label
-                        ),
-                    ),
-                    step,
-                ));
-            }
-            for (key, tensor) in op.outputs.iter().zip(outputs) {
-                work[key.0 as usize] = Some(tensor);
-            }
+            execute::run_node(&mut self.ops[index], work, &mut env, flags)
+                .map_err(|error| step_error(error, step))?;
         }
-        for update in deferred {
-            let model = &mut models[update.model];
-            let name = model.name.clone();
-            model.apply(&update.grads).map_err(|message| {
-                step_error(
-                    Error::builtin("UpdateOp", "forward", format!("{name}: {message}")),
-                    step,
-                )
-            })?;
-        }
-        Ok(())
-    }
-}
-
-/// How one op is called within a plan.
-struct RunOp {
-    retain_graph: bool,
-    defer: bool,
-}
-
-impl RunOp {
-    fn call(
-        &self,
-        op: &mut OpNode,
-        models: &mut [ModelSlot],
-        inputs: &[&Tensor],
-        step: &StepContext<'_>,
-        deferred: &mut Vec<Deferred>,
-    ) -> std::result::Result<Vec<Tensor>, PluginError> {
-        match &mut op.kind {
-            OpKind::Plugin(handle) => handle.forward(inputs, step),
-            OpKind::Model(model_op) => {
-                let model = &mut models[model_op.model];
-                let train = step.mode == Mode::Train && model_op.trainable && !step.warmup;
-                let layers: SmallVec<[RStr<'_>; 4]> =
-                    model_op.layers.iter().map(|l| RStr::from_str(l)).collect();
-                model.handle.forward(inputs, train, &layers)
-            }
-            OpKind::Update(update) => {
-                if step.warmup {
-                    return Ok(Vec::new());
-                }
-                let Some(loss) = inputs.first() else {
-                    return Err(Error::builtin("UpdateOp", "forward", "no loss given"));
-                };
-                let model = &mut models[update.model];
-                // Host code calling libtorch can panic (tch's non-`f_` methods); keep it an error.
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    update.forward(model, loss, self.retain_graph, self.defer, deferred)
-                }));
-                match outcome {
-                    Ok(Ok(())) => Ok(Vec::new()),
-                    Ok(Err(message)) => Err(Error::builtin("UpdateOp", "forward", message)),
-                    Err(payload) => Err(Error::builtin(
-                        "UpdateOp",
-                        "forward",
-                        fe_plugin_api::panic_message(payload.as_ref()),
-                    )),
-                }
-            }
-        }
+        execute::apply_deferred(self.models, deferred).map_err(|error| step_error(error, step))
     }
 }
 

@@ -1,7 +1,8 @@
-//! Models: the plugin object plus what the host owns for it (parameters, optimizer).
+//! Models: the plugin object plus what the host owns for it (parameters, optimizer, scaler).
 
 use tch::{Device, Tensor};
 
+use super::precision::GradScaler;
 use crate::optim::Optimizer;
 use crate::plugins::handles::ModelHandle;
 
@@ -23,31 +24,45 @@ pub struct ModelSlot {
     pub optimizer: Option<Box<dyn Optimizer>>,
     /// `false` when the manifest froze it.
     pub trainable: bool,
+    /// Runs under autocast.
+    pub mixed_precision: bool,
+    /// Loss scaling for float16 mixed precision (CUDA); `None` otherwise.
+    pub scaler: Option<GradScaler>,
+}
+
+/// What a model is made of when it is created.
+pub struct ModelParts {
+    /// Unique name.
+    pub name: String,
+    /// Architecture name.
+    pub architecture: String,
+    /// The plugin object.
+    pub handle: ModelHandle,
+    /// Its variables by name.
+    pub variables: Vec<(String, Tensor)>,
+    /// Its optimizer.
+    pub optimizer: Option<Box<dyn Optimizer>>,
+    /// Trainable.
+    pub trainable: bool,
+    /// Mixed precision.
+    pub mixed_precision: bool,
 }
 
 impl ModelSlot {
     /// Wraps a freshly created model: splits its variables into trainable parameters and the
-    /// rest, freezes them when `trainable` is false, and moves everything to `device`.
-    pub fn new(
-        name: String,
-        architecture: String,
-        handle: ModelHandle,
-        variables: Vec<(String, Tensor)>,
-        optimizer: Option<Box<dyn Optimizer>>,
-        trainable: bool,
-        device: Device,
-    ) -> Result<Self, tch::TchError> {
+    /// rest, freezes them when not trainable, and moves everything to `device`.
+    pub fn new(parts: ModelParts, device: Device) -> Result<Self, tch::TchError> {
         let mut params = Vec::new();
         let mut param_names = Vec::new();
         let mut buffers = Vec::new();
-        for (var_name, mut tensor) in variables {
+        for (var_name, mut tensor) in parts.variables {
             if tensor.device() != device {
                 // set_data keeps the tensor object, so the plugin's copy moves too.
                 let _guard = tch::no_grad_guard();
                 let moved = tensor.f_to_device(device)?;
                 tensor.f_set_data(&moved)?;
             }
-            if tensor.requires_grad() && trainable {
+            if tensor.requires_grad() && parts.trainable {
                 params.push(tensor);
                 param_names.push(var_name);
             } else {
@@ -58,14 +73,16 @@ impl ModelSlot {
             }
         }
         Ok(Self {
-            name,
-            architecture,
-            handle,
+            name: parts.name,
+            architecture: parts.architecture,
+            handle: parts.handle,
             params,
             param_names,
             buffers,
-            optimizer,
-            trainable,
+            optimizer: parts.optimizer,
+            trainable: parts.trainable,
+            mixed_precision: parts.mixed_precision,
+            scaler: (parts.mixed_precision && device.is_cuda()).then(GradScaler::default),
         })
     }
 
@@ -78,16 +95,64 @@ impl ModelSlot {
             .chain(self.buffers.iter().map(|(n, t)| (n.as_str(), t)))
     }
 
-    /// Applies gradients with the model's optimizer.
-    pub fn apply(&mut self, grads: &[Tensor]) -> Result<(), String> {
+    /// Steps the optimizer with `grads`, or skips the step when they `overflow`ed; then updates
+    /// the loss scale.
+    pub fn apply(&mut self, grads: &[Tensor], overflow: bool) -> Result<(), String> {
         let Some(optimizer) = self.optimizer.as_mut() else {
             return Err(format!(
                 "model `{}` has no optimizer to apply an update with",
                 self.name
             ));
         };
-        optimizer
-            .step(&self.params, grads)
+        if !overflow {
+            optimizer
+                .step(&self.params, grads)
+                .map_err(crate::tch_message)?;
+        }
+        if let Some(scaler) = self.scaler.as_mut() {
+            scaler.update(overflow);
+        }
+        Ok(())
+    }
+
+    /// Gradients of every trainable parameter flattened into one vector (undefined → zeros).
+    pub fn flatten_gradients(&self, grads: &[Tensor]) -> Result<Tensor, String> {
+        let pieces = grads
+            .iter()
+            .zip(&self.params)
+            .map(|(g, p)| {
+                if g.defined() {
+                    g.f_flatten(0, -1)
+                } else {
+                    p.f_zeros_like()?.f_flatten(0, -1)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(crate::tch_message)?;
+        Tensor::f_cat(&pieces, 0).map_err(crate::tch_message)
+    }
+
+    /// The inverse of [`ModelSlot::flatten_gradients`].
+    pub fn split_flat_gradients(&self, flat: &Tensor) -> Result<Vec<Tensor>, String> {
+        let total: i64 = self.params.iter().map(|p| p.numel() as i64).sum();
+        if flat.numel() as i64 != total {
+            return Err(format!(
+                "gradients for `{}` must hold {total} values (its trainable parameters, flattened), got shape {:?}",
+                self.name,
+                flat.size()
+            ));
+        }
+        let flat = flat.f_flatten(0, -1).map_err(crate::tch_message)?;
+        let mut offset = 0;
+        self.params
+            .iter()
+            .map(|p| {
+                let n = p.numel() as i64;
+                let piece = flat.f_narrow(0, offset, n)?.f_reshape(p.size());
+                offset += n;
+                piece
+            })
+            .collect::<Result<_, _>>()
             .map_err(crate::tch_message)
     }
 }

@@ -1,13 +1,15 @@
-//! Key resolution, computed once per (mode, epoch, ds_id) rather than per step (seed 000's
-//! `_get_ctx_inputs_and_outputs`): which ops run, which keys the network needs from the batch,
-//! which of them go to the device, which results come back, and how gradient ops behave.
+//! Key resolution, computed once per (mode, epoch, ds_id) rather than per step: seed 000's
+//! `_get_ctx_inputs_and_outputs`. Which ops, slicers and post-processing ops run; which keys the
+//! network needs from the batch and which of them go to the device; which results come back;
+//! how gradient ops behave; and the error when a wanted key was sliced but not unsliced.
 
 use std::collections::BTreeSet;
 
 use fe_plugin_api::Mode;
 
 use super::keys::{KeyId, Keys};
-use super::{Network, OpKind};
+use super::node::{OpKind, OpNode};
+use super::{slicing, Network};
 
 /// What one step of a given (mode, epoch, ds_id) does.
 #[derive(Debug, Clone)]
@@ -23,40 +25,120 @@ pub struct StepPlan {
     /// For each op in `ops`: keep the autograd graph after its backward pass (every gradient
     /// op but the last).
     pub retain_graph: Vec<bool>,
-    /// For each op in `ops`: apply its update at the end of the step.
+    /// For each op in `ops`: apply its update at the end of the step (trailing contiguous
+    /// `UpdateOp`s are deferred, as FastEstimator's TorchNetwork does).
     pub defer: Vec<bool>,
-    /// Keys the network reads from the batch (tensor ops' unmet inputs).
+    /// Indices of the active slicers.
+    pub slicers: Vec<usize>,
+    /// Indices of the active post-processing ops.
+    pub post: Vec<usize>,
+    /// Keys the network reads from the batch.
     pub inputs: Vec<KeyId>,
-    /// Keys produced by the ops.
+    /// Keys the tensor ops read from the batch: the only ones moved to the device.
+    pub device_inputs: Vec<KeyId>,
+    /// Keys produced by the ops (deleted ones excluded).
     pub produced: Vec<KeyId>,
-    /// Keys brought back to the batch after the ops (those desired by traces).
+    /// Keys brought back to the batch after the ops: the desired ones and what
+    /// post-processing reads.
     pub outputs: Vec<KeyId>,
-    /// Whether any op needs gradients.
+    /// Whether any op computes gradients.
     pub requires_grad: bool,
+    /// Whether the ops run under autocast (mixed precision).
+    pub autocast: bool,
     /// One more than the largest key id the step touches (the size of its scratch).
     pub width: usize,
 }
 
 impl Network {
     /// Resolves the step of `mode`/`epoch`/`ds_id`; `desired` are the keys traces will read.
-    pub fn plan(&self, mode: Mode, epoch: u32, ds_id: &str, desired: &BTreeSet<KeyId>) -> StepPlan {
+    /// Fails when slicers conflict, or when a desired key was sliced (or produced while
+    /// slicing) but no slicer unslices it.
+    pub fn plan(
+        &self,
+        mode: Mode,
+        epoch: u32,
+        ds_id: &str,
+        desired: &BTreeSet<KeyId>,
+    ) -> Result<StepPlan, String> {
+        let active = |modes: &crate::schedule::ModeFilter, ds: &crate::schedule::DsFilter| {
+            modes.contains(mode) && ds.matches(ds_id)
+        };
         let ops: Vec<usize> = (0..self.ops.len())
-            .filter(|&i| {
-                let op = &self.ops[i];
-                op.modes.contains(mode) && op.ds_ids.matches(ds_id)
-            })
+            .filter(|&i| active(&self.ops[i].modes, &self.ops[i].ds_ids))
             .collect();
-        let mut inputs = BTreeSet::new();
-        let mut produced = BTreeSet::new();
+        let slicers: Vec<usize> = (0..self.slicers.len())
+            .filter(|&i| active(&self.slicers[i].modes, &self.slicers[i].ds_ids))
+            .collect();
+        let post: Vec<usize> = (0..self.post.len())
+            .filter(|&i| active(&self.post[i].modes, &self.post[i].ds_ids))
+            .collect();
+        let slicer_refs: Vec<&slicing::SlicerNode> =
+            slicers.iter().map(|&i| &self.slicers[i]).collect();
+        slicing::check(&slicer_refs, &self.keys)?;
+
+        let mut inputs: BTreeSet<KeyId> = BTreeSet::new();
+        let mut device_inputs: BTreeSet<KeyId> = BTreeSet::new();
+        let mut produced: BTreeSet<KeyId> = BTreeSet::new();
+        let mut unslice: BTreeSet<KeyId> = BTreeSet::new();
+        for slicer in &slicer_refs {
+            inputs.extend(slicer.slice.iter().copied());
+            unslice.extend(slicer.unslice.iter().copied());
+        }
+        let sliced = inputs.clone();
         for &i in &ops {
             let op = &self.ops[i];
-            inputs.extend(op.inputs.iter().filter(|k| !produced.contains(*k)).copied());
+            if let OpKind::Delete = op.kind {
+                // A deleted key is gone: nothing to bring back, nothing to unslice.
+                for key in &op.inputs {
+                    produced.remove(key);
+                }
+                continue;
+            }
+            let unmet: Vec<KeyId> = op
+                .inputs
+                .iter()
+                .filter(|k| !produced.contains(*k))
+                .copied()
+                .collect();
+            inputs.extend(&unmet);
+            device_inputs.extend(&unmet);
             produced.extend(op.outputs.iter().copied());
         }
-        let outputs: Vec<KeyId> = produced.intersection(desired).copied().collect();
+        inputs.extend(unslice.difference(&produced).copied());
+        let mut post_inputs: BTreeSet<KeyId> = BTreeSet::new();
+        let mut post_produced: BTreeSet<KeyId> = BTreeSet::new();
+        let mut network_produced = produced.clone();
+        for &i in &post {
+            let op = &self.post[i];
+            inputs.extend(op.inputs.iter().filter(|k| !network_produced.contains(*k)));
+            network_produced.extend(op.outputs.iter().copied());
+            post_inputs.extend(op.inputs.iter().filter(|k| !post_produced.contains(*k)));
+            post_produced.extend(op.outputs.iter().copied());
+        }
+        let mut outputs: BTreeSet<KeyId> = produced.intersection(desired).copied().collect();
+        // Post-processing reads these on the CPU even when no trace does.
+        outputs.extend(post_inputs.intersection(&produced));
+        if !sliced.is_empty() {
+            let touched: BTreeSet<KeyId> = sliced.union(&produced).copied().collect();
+            let missing: Vec<&str> = outputs
+                .intersection(&touched)
+                .filter(|k| !unslice.contains(*k))
+                .map(|k| self.keys.name(*k))
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "since you are using slicers, you must say how to unslice these keys in {mode} (epoch {epoch}{}): {}",
+                    if ds_id.is_empty() { String::new() } else { format!(", ds_id {ds_id}") },
+                    missing.join(", ")
+                ));
+            }
+        }
 
-        let is_update = |i: usize| matches!(self.ops[i].kind, OpKind::Update(_));
-        let gradient_ops: Vec<usize> = ops.iter().copied().filter(|&i| is_update(i)).collect();
+        let gradient_ops: Vec<usize> = ops
+            .iter()
+            .copied()
+            .filter(|&i| self.ops[i].computes_gradients())
+            .collect();
         let retain_graph = ops
             .iter()
             .map(|i| {
@@ -65,25 +147,28 @@ impl Network {
                     .is_some_and(|last| gradient_ops.contains(i) && i != last)
             })
             .collect();
-        // Trailing contiguous updates are deferred so that models which depend on one another
-        // (GANs) all differentiate against the weights the forward pass used.
-        let trailing = ops.iter().rev().take_while(|&&i| is_update(i)).count();
-        let defer = ops
+        let trailing = ops
             .iter()
-            .enumerate()
-            .map(|(position, &i)| match &self.ops[i].kind {
-                OpKind::Update(update) => update.defer || position >= ops.len() - trailing,
-                _ => false,
-            })
+            .rev()
+            .take_while(|&&i| self.ops[i].is_update())
+            .count();
+        let defer = (0..ops.len())
+            .map(|position| position >= ops.len() - trailing)
             .collect();
-        let width = inputs
+        let autocast = ops
             .iter()
-            .chain(&produced)
+            .flat_map(|&i| self.ops[i].models())
+            .any(|m| self.models[m].mixed_precision);
+        // Every key an active op reads or writes gets a slot, deleted ones included.
+        let width = ops
+            .iter()
+            .flat_map(|&i| self.ops[i].inputs.iter().chain(&self.ops[i].outputs))
+            .chain(&inputs)
+            .chain(&outputs)
             .map(|k| k.0 as usize + 1)
             .max()
             .unwrap_or(0);
-        StepPlan {
-            width,
+        Ok(StepPlan {
             mode,
             epoch,
             ds_id: ds_id.to_owned(),
@@ -91,10 +176,15 @@ impl Network {
             ops,
             retain_graph,
             defer,
+            slicers,
+            post,
             inputs: inputs.into_iter().collect(),
-            produced: produced.into_iter().collect(),
-            outputs,
-        }
+            device_inputs: device_inputs.into_iter().collect(),
+            produced: network_produced.into_iter().collect(),
+            outputs: outputs.into_iter().collect(),
+            autocast,
+            width,
+        })
     }
 
     /// The first op of `plan` whose input neither `available` nor an earlier op provides, as
@@ -107,7 +197,17 @@ impl Network {
     ) -> Option<(String, String)> {
         let mut have = available.clone();
         for &i in &plan.ops {
-            let op = &self.ops[i];
+            let op: &OpNode = &self.ops[i];
+            if let OpKind::Delete = op.kind {
+                continue;
+            }
+            if let Some(missing) = op.inputs.iter().find(|k| !have.contains(k)) {
+                return Some((op.label.clone(), keys.name(*missing).to_owned()));
+            }
+            have.extend(op.outputs.iter().copied());
+        }
+        for &i in &plan.post {
+            let op = &self.post[i];
             if let Some(missing) = op.inputs.iter().find(|k| !have.contains(k)) {
                 return Some((op.label.clone(), keys.name(*missing).to_owned()));
             }

@@ -61,6 +61,42 @@ pub fn builtins() -> Vec<ComponentInfo> {
             "train",
         ),
         builtin(
+            ComponentKind::TensorOp,
+            "GradientOp",
+            "Gradients of a key with respect to a model's weights or to other keys",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "Delete",
+            "Removes keys for the rest of the step",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "Sometimes",
+            "Runs the wrapped op with probability `prob`",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "OneOf",
+            "Runs one of the wrapped ops, chosen uniformly",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "Repeat",
+            "Runs the wrapped op N times or while a condition holds",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "Fuse",
+            "Runs the wrapped ops in order as one op",
+            "",
+        ),
+        builtin(
             ComponentKind::Dataset,
             "idx",
             "IDX files (the MNIST format), one per key",

@@ -1,0 +1,79 @@
+//! What an op of the network is: a plugin op, a built-in, or a meta op wrapping others.
+
+use super::builtin::{GradientOp, ModelOp, UpdateOp};
+use super::keys::KeyId;
+use super::meta::MetaOp;
+use crate::plugins::handles::TensorOpHandle;
+use crate::schedule::{DsFilter, ModeFilter};
+
+/// What an op is.
+pub enum OpKind {
+    /// A plugin tensor op.
+    Plugin(TensorOpHandle),
+    /// The built-in `ModelOp`.
+    Model(ModelOp),
+    /// The built-in `UpdateOp`.
+    Update(UpdateOp),
+    /// The built-in `GradientOp`.
+    Gradient(GradientOp),
+    /// The built-in `Delete`: its inputs stop existing for the rest of the step.
+    Delete,
+    /// `Sometimes`, `OneOf`, `Repeat` or `Fuse` around other ops.
+    Meta(MetaOp),
+}
+
+/// One op of the network with its keys and filters.
+pub struct OpNode {
+    /// `Name (network.ops[i])`, for messages.
+    pub label: String,
+    /// The component name.
+    pub name: String,
+    /// Keys read.
+    pub inputs: Vec<KeyId>,
+    /// Keys written.
+    pub outputs: Vec<KeyId>,
+    /// Modes it runs in.
+    pub modes: ModeFilter,
+    /// Dataset ids it runs for.
+    pub ds_ids: DsFilter,
+    /// The op itself.
+    pub kind: OpKind,
+}
+
+impl OpNode {
+    /// `true` for ops that compute gradients (`UpdateOp`, `GradientOp`, or a meta op around one):
+    /// they need autograd and share the graph (`retain_graph`) with later gradient ops.
+    pub fn computes_gradients(&self) -> bool {
+        match &self.kind {
+            OpKind::Update(_) | OpKind::Gradient(_) => true,
+            OpKind::Meta(meta) => meta.children().iter().any(|c| c.computes_gradients()),
+            _ => false,
+        }
+    }
+
+    /// `true` for a plain `UpdateOp` (the ones trailing updates are deferred for).
+    pub fn is_update(&self) -> bool {
+        matches!(self.kind, OpKind::Update(_))
+    }
+
+    /// The loss keys of every `UpdateOp` in this op (meta ops included).
+    pub fn loss_keys(&self) -> Vec<KeyId> {
+        match &self.kind {
+            OpKind::Update(update) if update.gradients_input => Vec::new(),
+            OpKind::Update(_) => self.inputs.clone(),
+            OpKind::Meta(meta) => meta.children().iter().flat_map(|c| c.loss_keys()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Indices of the models this op runs or updates.
+    pub fn models(&self) -> Vec<usize> {
+        match &self.kind {
+            OpKind::Model(op) => vec![op.model],
+            OpKind::Update(op) => vec![op.model],
+            OpKind::Gradient(op) => op.model.into_iter().collect(),
+            OpKind::Meta(meta) => meta.children().iter().flat_map(|c| c.models()).collect(),
+            _ => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Mixed precision: autocast around the forward pass and a dynamic gradient scaler per model
+//! (PyTorch's `GradScaler` rules). On the CPU autocast uses bfloat16, which needs no scaling;
+//! on CUDA it uses float16 with the scaler.
+
+use serde::{Deserialize, Serialize};
+use tch::{Device, Tensor};
+
+/// Autocast on for as long as the guard lives.
+pub struct Autocast {
+    device: Device,
+    half: bool,
+}
+
+impl Autocast {
+    /// Enables autocast for `device` (float16 on CUDA, bfloat16 on the CPU).
+    pub fn enable(device: Device) -> Result<Self, String> {
+        let half = device.is_cuda();
+        crate::shim::autocast(device, half, true)?;
+        Ok(Self { device, half })
+    }
+}
+
+impl Drop for Autocast {
+    fn drop(&mut self) {
+        // Disabling cannot meaningfully fail; an error here would only repeat an earlier one.
+        let _ = crate::shim::autocast(self.device, self.half, false);
+    }
+}
+
+/// The dynamic loss scale of one model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GradScaler {
+    /// The current scale.
+    pub scale: f64,
+    /// Multiplier after `growth_interval` steps without overflow.
+    pub growth_factor: f64,
+    /// Multiplier after an overflow.
+    pub backoff_factor: f64,
+    /// Steps without overflow before the scale grows.
+    pub growth_interval: u32,
+    /// Steps without overflow so far.
+    pub growth_tracker: u32,
+    /// Steps skipped because gradients overflowed.
+    pub skipped_steps: u64,
+}
+
+impl Default for GradScaler {
+    fn default() -> Self {
+        Self {
+            scale: 65536.0,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: 2000,
+            growth_tracker: 0,
+            skipped_steps: 0,
+        }
+    }
+}
+
+impl GradScaler {
+    /// The loss multiplied by the current scale.
+    pub fn scale_loss(&self, loss: &Tensor) -> Result<Tensor, tch::TchError> {
+        loss.f_mul_scalar(self.scale)
+    }
+
+    /// Divides the gradients by the scale in place; `true` when any is infinite or NaN.
+    pub fn unscale(&self, grads: &mut [Tensor]) -> Result<bool, tch::TchError> {
+        let _guard = tch::no_grad_guard();
+        let inverse = 1.0 / self.scale;
+        let mut overflow = false;
+        for grad in grads.iter_mut().filter(|g| g.defined()) {
+            let _ = grad.f_mul_scalar_(inverse)?;
+            let finite = grad.f_isfinite()?.f_all()?.int64_value(&[]) != 0;
+            overflow |= !finite;
+        }
+        Ok(overflow)
+    }
+
+    /// Updates the scale after a step (`overflow`: the step was skipped).
+    pub fn update(&mut self, overflow: bool) {
+        if overflow {
+            self.scale *= self.backoff_factor;
+            self.growth_tracker = 0;
+            self.skipped_steps += 1;
+        } else {
+            self.growth_tracker += 1;
+            if self.growth_tracker >= self.growth_interval {
+                self.scale *= self.growth_factor;
+                self.growth_tracker = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflow_backs_off_and_skips() {
+        let mut scaler = GradScaler::default();
+        let mut grads = vec![Tensor::from_slice(&[f32::INFINITY, 1.0])];
+        assert!(scaler.unscale(&mut grads).unwrap());
+        scaler.update(true);
+        assert_eq!((scaler.scale, scaler.skipped_steps), (32768.0, 1));
+    }
+
+    #[test]
+    fn unscale_divides_and_growth_happens_after_the_interval() {
+        let mut scaler = GradScaler {
+            growth_interval: 2,
+            ..GradScaler::default()
+        };
+        let mut grads = vec![Tensor::from_slice(&[65536.0f32])];
+        assert!(!scaler.unscale(&mut grads).unwrap());
+        assert_eq!(grads[0].double_value(&[0]), 1.0);
+        scaler.update(false);
+        assert_eq!(scaler.scale, 65536.0);
+        scaler.update(false);
+        assert_eq!(scaler.scale, 131072.0);
+    }
+}
