@@ -557,3 +557,143 @@ fn slices_of_different_counts_across_slicers_are_an_error() {
         "{err}"
     );
 }
+
+/// Runs a network without models on `x` (and `one` = 1.0), returning `x` after the step.
+fn run_meta(ops: &str, steps: u64) -> Vec<f64> {
+    let (mut network, keys) = build(ops).unwrap();
+    let desired: BTreeSet<_> = [keys.get("x").unwrap()].into_iter().collect();
+    let plan = network.plan(Mode::Train, 1, "", &desired).unwrap();
+    (1..=steps)
+        .map(|s| {
+            let mut b = batch(
+                &keys,
+                &[
+                    ("x", Tensor::zeros([1], (Kind::Float, Device::Cpu))),
+                    ("one", Tensor::ones([1], (Kind::Float, Device::Cpu))),
+                ],
+            );
+            network
+                .run_step(&plan, &mut b, &step(Mode::Train, s))
+                .unwrap();
+            b.get(keys.get("x").unwrap()).unwrap().double_value(&[0])
+        })
+        .collect()
+}
+
+/// x <- (x + 1) / 2
+const HALFWAY: &str = "{ op = \"Average\", inputs = [\"x\", \"one\"], outputs = \"x\" }";
+
+#[test]
+fn repeat_runs_its_op_n_times() {
+    let x = run_meta(
+        &format!("[[network.ops]]\nop = \"Repeat\"\nrepeat = 3\nwrap = {HALFWAY}\n"),
+        1,
+    );
+    assert_eq!(x, [0.875]);
+}
+
+#[test]
+fn repeat_while_a_condition_holds_and_stops_at_max_iter() {
+    let until = "while = { key = \"x\", compare = \"lt\", value = 0.9 }";
+    let x = run_meta(
+        &format!("[[network.ops]]\nop = \"Repeat\"\n{until}\nwrap = {HALFWAY}\n"),
+        1,
+    );
+    assert_eq!(x, [0.9375], "0.5, 0.75, 0.875, 0.9375: four passes");
+    let x = run_meta(
+        &format!("[[network.ops]]\nop = \"Repeat\"\n{until}\nmax_iter = 2\nwrap = {HALFWAY}\n"),
+        1,
+    );
+    assert_eq!(x, [0.75]);
+}
+
+#[test]
+fn sometimes_runs_with_its_probability_and_otherwise_leaves_the_value() {
+    let never = run_meta(
+        &format!("[[network.ops]]\nop = \"Sometimes\"\nprob = 0.0\nwrap = {HALFWAY}\n"),
+        20,
+    );
+    assert!(never.iter().all(|&v| v == 0.0));
+    let always = run_meta(
+        &format!("[[network.ops]]\nop = \"Sometimes\"\nprob = 1.0\nwrap = {HALFWAY}\n"),
+        20,
+    );
+    assert!(always.iter().all(|&v| v == 0.5));
+    let half = run_meta(
+        &format!("[[network.ops]]\nop = \"Sometimes\"\nprob = 0.5\nwrap = {HALFWAY}\n"),
+        400,
+    );
+    let ran = half.iter().filter(|&&v| v == 0.5).count();
+    assert!((150..250).contains(&ran), "{ran}/400 runs");
+    assert!(half.iter().all(|&v| v == 0.0 || v == 0.5));
+    // Seeded by the step: the same steps make the same choices.
+    assert_eq!(
+        half,
+        run_meta(
+            &format!("[[network.ops]]\nop = \"Sometimes\"\nprob = 0.5\nwrap = {HALFWAY}\n"),
+            400
+        )
+    );
+}
+
+#[test]
+fn one_of_picks_one_alternative_per_step() {
+    let twice = "{ op = \"Repeat\", repeat = 2, wrap = { op = \"Average\", inputs = [\"x\", \"one\"], outputs = \"x\" } }";
+    let x = run_meta(
+        &format!("[[network.ops]]\nop = \"OneOf\"\nops = [{HALFWAY}, {twice}]\n"),
+        200,
+    );
+    let (once, two) = (
+        x.iter().filter(|&&v| v == 0.5).count(),
+        x.iter().filter(|&&v| v == 0.75).count(),
+    );
+    assert_eq!(once + two, 200);
+    assert!(once > 60 && two > 60, "{once} / {two}");
+}
+
+#[test]
+fn one_of_alternatives_must_share_keys() {
+    let other = "{ op = \"Average\", inputs = [\"x\", \"one\"], outputs = \"y\" }";
+    let err = build(&format!(
+        "[[network.ops]]\nop = \"OneOf\"\nops = [{HALFWAY}, {other}]\n"
+    ))
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains("all ops of a OneOf must share the same inputs and outputs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn fuse_runs_its_ops_in_order_as_one() {
+    let x = run_meta(
+        &format!("[[network.ops]]\nop = \"Fuse\"\nops = [{HALFWAY}, {HALFWAY}]\n"),
+        1,
+    );
+    assert_eq!(x, [0.75]);
+    let (network, keys) = build(&format!(
+        "[[network.ops]]\nop = \"Fuse\"\nops = [{HALFWAY}, {HALFWAY}]\n"
+    ))
+    .unwrap();
+    let names: Vec<&str> = network.ops[0]
+        .inputs
+        .iter()
+        .map(|k| keys.name(*k))
+        .collect();
+    assert_eq!(names, ["x", "one"]);
+}
+
+#[test]
+fn modes_go_on_the_meta_op_not_inside_it() {
+    let inner =
+        "{ op = \"Average\", inputs = [\"x\", \"one\"], outputs = \"x\", mode = \"train\" }";
+    let err = build(&format!(
+        "[[network.ops]]\nop = \"Sometimes\"\nwrap = {inner}\n"
+    ))
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(err.contains("network.ops[0].wrap: set `mode` and `ds_id` on the Sometimes around this op, not inside it"), "{err}");
+}

@@ -106,3 +106,247 @@ fn run_prints_start_epoch_and_finish_lines() {
     assert_contains!(stdout, "fe-host finish: step: 20; lenet_lr: 0.001;");
     assert_contains!(stdout, "train steps/sec: ");
 }
+
+/// A small GAN on the digits: a generator and a discriminator updated together, both updates
+/// deferred to the end of the step (they are the trailing UpdateOps).
+fn gan_manifest() -> String {
+    let [x, ..] = crate::util::digits();
+    format!(
+        r#"[run]
+epochs = 1
+seed = 3
+log_steps = 10
+train_steps_per_epoch = 80
+
+[pipeline]
+batch_size = 32
+[pipeline.data.train]
+type = "idx"
+files = {{ x = "{x}" }}
+
+[[pipeline.ops]]
+op = "Minmax"
+inputs = "x"
+outputs = "x"
+
+[[pipeline.ops]]
+op = "Noise"
+outputs = "z"
+shape = [16]
+
+[[models]]
+name = "gen"
+architecture = "MLP"
+inputs = 16
+hidden = [64]
+classes = 784
+optimizer = {{ type = "adam", lr = 0.001 }}
+
+[[models]]
+name = "disc"
+architecture = "MLP"
+inputs = 784
+hidden = [64]
+classes = 1
+optimizer = {{ type = "adam", lr = 0.001 }}
+
+[[network.ops]]
+op = "ModelOp"
+model = "gen"
+inputs = "z"
+outputs = "fake"
+
+[[network.ops]]
+op = "ModelOp"
+model = "disc"
+inputs = "fake"
+outputs = "fake_score"
+
+[[network.ops]]
+op = "ModelOp"
+model = "disc"
+inputs = "x"
+outputs = "real_score"
+
+[[network.ops]]
+op = "Constant"
+inputs = "fake_score"
+outputs = "ones"
+constant = 1.0
+
+[[network.ops]]
+op = "Constant"
+inputs = "fake_score"
+outputs = "zeros"
+
+[[network.ops]]
+op = "CrossEntropy"
+inputs = ["fake_score", "ones"]
+outputs = "g_loss"
+form = "binary"
+from_logits = true
+
+[[network.ops]]
+op = "CrossEntropy"
+inputs = ["real_score", "ones"]
+outputs = "d_real"
+form = "binary"
+from_logits = true
+
+[[network.ops]]
+op = "CrossEntropy"
+inputs = ["fake_score", "zeros"]
+outputs = "d_fake"
+form = "binary"
+from_logits = true
+
+[[network.ops]]
+op = "Average"
+inputs = ["d_real", "d_fake"]
+outputs = "d_loss"
+
+[[network.ops]]
+op = "UpdateOp"
+model = "gen"
+loss = "g_loss"
+
+[[network.ops]]
+op = "UpdateOp"
+model = "disc"
+loss = "d_loss"
+"#,
+        x = x.display()
+    )
+}
+
+#[test]
+fn two_model_adversarial_training_moves_both_losses() {
+    let dir = TempDir::new("gan");
+    let summary = summary(&dir, &gan_manifest());
+    let g = values(&summary, "train", "g_loss");
+    let d = values(&summary, "train", "d_loss");
+    assert_eq!(g.len(), 9, "logged at steps 1, 10, ..., 80: {summary}");
+    // The discriminator learns to tell real from fake, which pushes the generator's loss up;
+    // both move far from where they began.
+    assert!(
+        d.last().unwrap() < &(d[0] - 0.1),
+        "discriminator loss falls: {d:?}"
+    );
+    assert!(
+        (g.last().unwrap() - g[0]).abs() > 0.1,
+        "generator loss moves: {g:?}"
+    );
+    assert!(g.iter().chain(&d).all(|v| v.is_finite()));
+}
+
+#[test]
+fn mixed_precision_trains_on_the_cpu_in_bfloat16() {
+    let dir = TempDir::new("bf16");
+    let manifest = lenet_manifest(1, "").replace(
+        "architecture = \"LeNet\"",
+        "architecture = \"LeNet\"\nmixed_precision = true",
+    );
+    let summary = summary(&dir, &manifest);
+    let accuracy = values(&summary, "eval", "accuracy");
+    assert!(
+        accuracy[0] > 0.8,
+        "bfloat16 LeNet eval accuracy {accuracy:?}"
+    );
+}
+
+#[test]
+fn transform_writes_predictions_a_trained_model_makes() {
+    let dir = TempDir::new("transform");
+    let manifest = dir.write("m.toml", &lenet_manifest(2, ""));
+    let weights = dir.path().join("weights");
+    let out = fe_host()
+        .args([
+            "run",
+            &manifest.to_string_lossy(),
+            "--quiet",
+            "--save-weights",
+            &weights.to_string_lossy(),
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(weights.join("lenet.safetensors").exists());
+    let [_, _, ex, ey] = crate::util::digits();
+    let predictions = dir.path().join("pred.safetensors");
+    let out = fe_host()
+        .args([
+            "transform",
+            &manifest.to_string_lossy(),
+            "--weights",
+            &weights.to_string_lossy(),
+            "--input",
+            &format!("x={}", ex.display()),
+            "--out",
+            &predictions.to_string_lossy(),
+        ])
+        .output()
+        .expect("transform");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_contains!(
+        stdout,
+        "transformed 1000 samples in infer mode; wrote y_pred [1000, 10]"
+    );
+    // Infer mode runs no loss: only the model's output is produced.
+    let tensors = fe_host::system::tensors::read(&predictions).unwrap();
+    assert_eq!(
+        tensors.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["y_pred"]
+    );
+    let labels = fe_host::pipeline::idx::read(ey)
+        .unwrap()
+        .to_tensor()
+        .unwrap()
+        .to_kind(tch::Kind::Int64);
+    let correct = tensors[0]
+        .1
+        .argmax(-1, false)
+        .eq_tensor(&labels)
+        .sum(tch::Kind::Int64)
+        .int64_value(&[]);
+    assert!(correct >= 930, "{correct}/1000 right");
+}
+
+#[test]
+fn load_weights_refuses_a_file_that_does_not_fit_the_model() {
+    let dir = TempDir::new("bad-weights");
+    let manifest = dir.write("m.toml", &lenet_manifest(1, ""));
+    let file = dir.path().join("lenet.safetensors");
+    fe_host::system::tensors::write(
+        &file,
+        &[(
+            "fc2.weight".to_owned(),
+            tch::Tensor::zeros([3, 3], (tch::Kind::Float, tch::Device::Cpu)),
+        )],
+    )
+    .unwrap();
+    let out = crate::util::run_failing(
+        &[
+            "run",
+            &manifest.to_string_lossy(),
+            "--load-weights",
+            &file.to_string_lossy(),
+        ],
+        6,
+    );
+    assert_text_eq!(
+        out.stderr,
+        format!(
+            "error: {}: is missing `conv1.bias` of model `lenet`\n",
+            file.display()
+        )
+    );
+}

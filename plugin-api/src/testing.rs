@@ -113,20 +113,50 @@ pub fn numpy_op(
 impl TestNumpyOp {
     /// Transforms one sample.
     pub fn forward(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, PluginError> {
+        self.forward_with(inputs, &StepContext::for_tests())
+    }
+
+    /// Transforms one sample in the given context (e.g. another `seed`).
+    pub fn forward_with(
+        &self,
+        inputs: &[&Tensor],
+        ctx: &StepContext<'_>,
+    ) -> Result<Vec<Tensor>, PluginError> {
         let handles = refs(inputs);
-        tensors(
-            self.0
-                .forward(RSlice::from_slice(&handles), &StepContext::for_tests()),
-        )
+        tensors(self.0.forward(RSlice::from_slice(&handles), ctx))
     }
 
     /// Transforms one batch.
     pub fn forward_batch(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>, PluginError> {
+        self.forward_batch_with(inputs, &StepContext::for_tests())
+    }
+
+    /// Transforms one batch in the given context.
+    pub fn forward_batch_with(
+        &self,
+        inputs: &[&Tensor],
+        ctx: &StepContext<'_>,
+    ) -> Result<Vec<Tensor>, PluginError> {
         let handles = refs(inputs);
-        tensors(
-            self.0
-                .forward_batch(RSlice::from_slice(&handles), &StepContext::for_tests()),
-        )
+        tensors(self.0.forward_batch(RSlice::from_slice(&handles), ctx))
+    }
+
+    /// `true` when the op may run once per batch.
+    pub fn batchable(&self) -> bool {
+        self.0.batchable()
+    }
+
+    /// `true` for filtering ops.
+    pub fn is_filter(&self) -> bool {
+        self.0.is_filter()
+    }
+
+    /// For filtering ops: would this sample be removed?
+    pub fn remove(&self, inputs: &[&Tensor]) -> Result<bool, PluginError> {
+        let handles = refs(inputs);
+        self.0
+            .remove(RSlice::from_slice(&handles), &StepContext::for_tests())
+            .into_result()
     }
 }
 

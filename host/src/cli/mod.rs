@@ -29,6 +29,9 @@ pub struct Cli {
 pub enum Command {
     /// Train (and evaluate, and test) what a manifest describes.
     Run(RunArgs),
+    /// Run the network over a dataset (in `infer` mode by default) and write what it produces
+    /// to a .safetensors file (FastEstimator's `Network.transform`).
+    Transform(TransformArgs),
     /// Inspect plugins.
     #[command(subcommand)]
     Plugins(PluginsCommand),
@@ -65,9 +68,47 @@ pub struct RunArgs {
     /// Write the logged history as JSON to this file when the run ends.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+    /// Start from these weights (a directory of `<model>.safetensors`, a checkpoint
+    /// directory, or a file for a single model); optimizer state starts fresh.
+    #[arg(long, value_name = "PATH")]
+    pub load_weights: Option<PathBuf>,
+    /// Write every model's weights into this directory when training ends.
+    #[arg(long, value_name = "DIR")]
+    pub save_weights: Option<PathBuf>,
     /// Print only errors.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Plugin search.
+    #[command(flatten)]
+    pub plugins: PluginArgs,
+}
+
+/// `fe-host transform`
+#[derive(Args, Debug)]
+pub struct TransformArgs {
+    /// The manifest.
+    pub manifest: PathBuf,
+    /// Where to write the outputs (.safetensors).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The mode to run in: its dataset, pipeline ops and network ops.
+    #[arg(long, default_value = "infer")]
+    pub mode: String,
+    /// Read KEY from an IDX file instead of the manifest's dataset (repeatable).
+    #[arg(long = "input", value_name = "KEY=FILE")]
+    pub inputs: Vec<String>,
+    /// Weights to load (see `run --load-weights`).
+    #[arg(long, value_name = "PATH")]
+    pub weights: Option<PathBuf>,
+    /// Keys to write (repeatable); default: everything the network produces.
+    #[arg(long = "key", value_name = "KEY")]
+    pub keys: Vec<String>,
+    /// Transform at most this many samples.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long)]
+    pub device: Option<String>,
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
@@ -114,6 +155,7 @@ pub enum DatagenCommand {
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run_manifest(args),
+        Command::Transform(args) => transform(args),
         Command::Plugins(PluginsCommand::List { manifest, plugins }) => {
             list_plugins(manifest, plugins)
         }
@@ -161,14 +203,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     }
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
-    let request = args
-        .device
-        .as_deref()
-        .or(manifest.run.device.as_deref())
-        .unwrap_or("auto")
-        .parse::<crate::device::Request>()
-        .map_err(Error::Usage)?;
-    let device = crate::device::resolve(request)?;
+    let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_registry(&search, &manifest.plugins.sha256)?;
     let options = RunOptions {
@@ -176,13 +211,70 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         out: Box::new(std::io::stdout()),
     };
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
-    let outcome = estimator.fit();
+    if let Some(path) = &args.load_weights {
+        crate::system::weights::load(&mut estimator.network, path)?;
+    }
+    let mut outcome = estimator.fit();
+    if let (Ok(()), Some(dir)) = (&outcome, &args.save_weights) {
+        outcome = crate::system::weights::save(&estimator.network, dir).map(|_| ());
+    }
     if let Some(path) = &args.summary {
         let json = serde_json::to_string_pretty(&estimator.system.summary)
             .map_err(|e| Error::Internal(format!("cannot serialize the summary: {e}")))?;
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }
     outcome
+}
+
+fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {
+    let request = requested
+        .or(manifest.run.device.as_deref())
+        .unwrap_or("auto")
+        .parse::<crate::device::Request>()
+        .map_err(Error::Usage)?;
+    crate::device::resolve(request)
+}
+
+fn transform(args: TransformArgs) -> Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let mode: fe_plugin_api::Mode = args.mode.parse().map_err(Error::Usage)?;
+    let inputs = args
+        .inputs
+        .iter()
+        .map(|spec| match spec.split_once('=') {
+            Some((key, file)) if !key.is_empty() && !file.is_empty() => {
+                Ok((key.to_owned(), PathBuf::from(file)))
+            }
+            _ => Err(Error::Usage(format!(
+                "--input takes KEY=FILE, got `{spec}`"
+            ))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    crate::runtime::set_threads(manifest.run.threads);
+    let device = device(args.device.as_deref(), &manifest)?;
+    let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
+    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let request = crate::estimator::transform::Request {
+        mode,
+        inputs,
+        weights: args.weights,
+        keys: args.keys,
+        limit: args.limit,
+        out: args.out.clone(),
+    };
+    let written = crate::estimator::transform::run(&manifest, &registry, device, &request)?;
+    let keys: Vec<String> = written
+        .keys
+        .iter()
+        .map(|(k, shape)| format!("{k} {shape:?}"))
+        .collect();
+    println!(
+        "transformed {} samples in {mode} mode; wrote {} to {}",
+        written.samples,
+        keys.join(", "),
+        args.out.display()
+    );
+    Ok(())
 }
 
 fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {

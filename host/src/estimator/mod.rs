@@ -4,6 +4,7 @@
 pub mod data;
 pub mod essential;
 pub mod traces;
+pub mod transform;
 
 use std::collections::BTreeSet;
 use std::io::Write;

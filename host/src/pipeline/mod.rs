@@ -246,9 +246,6 @@ impl Pipeline {
         steps: Option<u64>,
         keys: &Arc<Keys>,
     ) -> Result<EpochLoader> {
-        let dataset = self
-            .dataset(mode, ds_id)
-            .ok_or_else(|| Error::Internal(format!("no {mode} dataset `{ds_id}`")))?;
         let order = self.order(mode, epoch, ds_id, steps);
         let batches = match steps {
             Some(steps) => steps as usize,
@@ -256,6 +253,24 @@ impl Pipeline {
                 .batches(mode, ds_id, None)
                 .min(order.len().div_ceil(self.batch_size)),
         };
+        self.epoch_in_order(mode, epoch, ds_id, wanted, order, batches, keys)
+    }
+
+    /// Starts loading the samples `order` of the dataset of `mode`/`ds_id` as `batches` batches.
+    #[allow(clippy::too_many_arguments)]
+    pub fn epoch_in_order(
+        &self,
+        mode: Mode,
+        epoch: u32,
+        ds_id: &str,
+        wanted: &BTreeSet<KeyId>,
+        order: Vec<u64>,
+        batches: usize,
+        keys: &Arc<Keys>,
+    ) -> Result<EpochLoader> {
+        let dataset = self
+            .dataset(mode, ds_id)
+            .ok_or_else(|| Error::Internal(format!("no {mode} dataset `{ds_id}`")))?;
         let active: Vec<Arc<PipelineOp>> =
             self.active_ops(mode, ds_id).into_iter().cloned().collect();
         let width = keys.len();

@@ -1,4 +1,8 @@
-//! The run's state (seed 002's `System`): where training is, what was logged.
+//! The run's state (seed 002's `System`): where training is, what was logged; and the files
+//! it is saved in.
+
+pub mod tensors;
+pub mod weights;
 
 use std::collections::BTreeMap;
 

@@ -5,6 +5,7 @@
 //! * sequences ([`sequence`]): `PadSequence`
 //! * labels ([`label`]): `Onehot`
 //! * filtering ([`filter`]): `RemoveIf`
+//! * randomness ([`random`]): `Noise`
 //!
 //! Each op has a per-sample form (pipeline workers) and a batch form (dimension 0 is the
 //! batch; network post-processing, and pipeline ops that report `batchable`). Ops that map
@@ -15,6 +16,7 @@
 mod common;
 pub mod filter;
 pub mod label;
+pub mod random;
 pub mod scaling;
 pub mod sequence;
 pub mod shape;
@@ -24,6 +26,7 @@ mod test_util;
 pub use common::OneOrMany;
 pub use filter::{Combine, Compare, Reduce, RemoveIf, RemoveIfConfig};
 pub use label::{Onehot, OnehotConfig};
+pub use random::{Distribution, Noise, NoiseConfig};
 pub use scaling::{
     Binarize, BinarizeConfig, Minmax, Normalize, NormalizeConfig, ToFloat, ToFloatConfig,
 };
@@ -65,6 +68,10 @@ inventory::submit! {
     Registration::numpy_op::<RemoveIf>("RemoveIf", "Drops samples whose inputs meet a condition (reduce, compare with a value)")
 }
 
+inventory::submit! {
+    Registration::numpy_op::<Noise>("Noise", "Random values of a given shape (normal or uniform), seeded per sample")
+}
+
 fe_plugin_api::export_plugin!();
 
 #[cfg(test)]
@@ -84,6 +91,7 @@ mod tests {
             "PadSequence",
             "Onehot",
             "RemoveIf",
+            "Noise",
         ] {
             let registration = find_registration(ComponentKind::NumpyOp, name);
             assert!(registration.is_some_and(|r| !r.doc().is_empty()), "{name}");

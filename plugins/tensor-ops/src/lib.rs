@@ -1,5 +1,5 @@
 //! Tensor utilities for fe-host networks, with FastEstimator's TensorOp semantics: `Average`,
-//! `Reshape`, `Permute`, `Argmax` and `Normalize`.
+//! `Constant`, `Reshape`, `Permute`, `Argmax` and `Normalize`.
 //!
 //! They run on whole batches, exactly as FastEstimator's TensorOps do: `Reshape`'s `shape`,
 //! `Permute`'s `permutation` and `Argmax`'s `axis` all count the batch dimension (dimension 0).
@@ -10,12 +10,14 @@ use fe_plugin_api::{inventory, Registration};
 
 mod argmax;
 mod average;
+mod constant;
 mod normalize;
 mod permute;
 mod reshape;
 
 pub use argmax::{Argmax, ArgmaxConfig};
 pub use average::Average;
+pub use constant::{Constant, ConstantConfig};
 pub use normalize::{Normalize, NormalizeConfig, Stat};
 pub use permute::{Permute, PermuteConfig};
 pub use reshape::{Reshape, ReshapeConfig, Shape};
@@ -52,6 +54,13 @@ inventory::submit! {
     Registration::tensor_op::<Normalize>(
         "Normalize",
         "(x - mean * max_pixel_value) / (std * max_pixel_value), per channel (dimension -3), per input",
+    )
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Constant>(
+        "Constant",
+        "A tensor shaped like its input, filled with `constant`",
     )
 }
 

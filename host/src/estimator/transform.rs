@@ -1,0 +1,157 @@
+//! `fe-host transform`: FastEstimator's `Network.transform` — run the network (by default in
+//! `infer` mode) over a dataset, in order, and write what it produces.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fe_plugin_api::{Mode, StepContext};
+use tch::{Device, Tensor};
+
+use crate::error::{Error, Result};
+use crate::manifest::Manifest;
+use crate::network::{KeyId, Keys};
+use crate::pipeline::{Dataset, IdxConfig, IdxSource, Pipeline};
+use crate::plugins::Registry;
+
+/// What to transform and where to put it.
+pub struct Request {
+    /// The mode the pipeline ops and network ops run in (default `infer`).
+    pub mode: Mode,
+    /// Files to read instead of the manifest's dataset of `mode`: key → IDX file.
+    pub inputs: Vec<(String, PathBuf)>,
+    /// Weights to load first (a directory of `<model>.safetensors`, a checkpoint, or a file).
+    pub weights: Option<PathBuf>,
+    /// Keys to write; default: everything the network produces.
+    pub keys: Vec<String>,
+    /// At most this many samples.
+    pub limit: Option<usize>,
+    /// The `.safetensors` file to write.
+    pub out: PathBuf,
+}
+
+/// What was written.
+pub struct Written {
+    /// Samples transformed.
+    pub samples: usize,
+    /// Keys written, with their shapes.
+    pub keys: Vec<(String, Vec<i64>)>,
+}
+
+/// Runs the transform.
+pub fn run(
+    manifest: &Manifest,
+    registry: &Registry,
+    device: Device,
+    request: &Request,
+) -> Result<Written> {
+    let mut keys = Keys::default();
+    tch::manual_seed(manifest.run.seed as i64);
+    let mut pipeline = Pipeline::build(manifest, registry, &mut keys)?;
+    if !request.inputs.is_empty() {
+        let config = IdxConfig {
+            files: request.inputs.iter().cloned().collect(),
+        };
+        let source = IdxSource::open(&config, Path::new("."))?;
+        let ids = keys.intern_all(source_keys(&config).as_slice());
+        pipeline.datasets.retain(|d| d.mode != request.mode);
+        pipeline.datasets.push(Dataset {
+            mode: request.mode,
+            ds_id: String::new(),
+            source: Arc::new(source),
+            keys: ids,
+        });
+    }
+    let ds_ids = pipeline.ds_ids(request.mode);
+    let Some(ds_id) = ds_ids.first().cloned() else {
+        return Err(Error::Usage(format!(
+            "the manifest has no {} dataset; pass --mode with a mode that has one, or --input KEY=FILE",
+            request.mode
+        )));
+    };
+    let mut network = crate::network::build::build(manifest, registry, &mut keys, device)?;
+    if let Some(weights) = &request.weights {
+        crate::system::weights::load(&mut network, weights)?;
+    }
+    let requested: Vec<KeyId> = request
+        .keys
+        .iter()
+        .map(|k| {
+            keys.get(k)
+                .ok_or_else(|| Error::Usage(format!("no key `{k}` in this manifest")))
+        })
+        .collect::<Result<_>>()?;
+    let everything: BTreeSet<KeyId> = (0..keys.len() as u32).map(KeyId).collect();
+    let plan = network
+        .plan(request.mode, 1, &ds_id, &everything)
+        .map_err(Error::Run)?;
+    let write: Vec<KeyId> = if requested.is_empty() {
+        plan.produced.clone()
+    } else {
+        requested
+    };
+    let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
+    wanted.extend(write.iter().copied());
+    network.keys = keys.clone();
+    let keys = Arc::new(keys);
+    let samples = pipeline.samples(request.mode, &ds_id) as usize;
+    let count = request.limit.map_or(samples, |limit| limit.min(samples));
+    let order: Vec<u64> = (0..count as u64).collect();
+    let batches = count.div_ceil(pipeline.batch_size);
+    let loader =
+        pipeline.epoch_in_order(request.mode, 1, &ds_id, &wanted, order, batches, &keys)?;
+    let mut columns: Vec<Vec<Tensor>> = write.iter().map(|_| Vec::new()).collect();
+    let _no_grad = tch::no_grad_guard();
+    for (index, batch) in loader.enumerate() {
+        let mut batch = batch?;
+        let step = StepContext {
+            mode: request.mode,
+            epoch: 1,
+            global_step: 0,
+            batch_idx: index as u64 + 1,
+            ds_id: ds_id.as_str().into(),
+            warmup: false,
+            seed: index as u64,
+        };
+        network.run_step(&plan, &mut batch, &step)?;
+        for (column, key) in columns.iter_mut().zip(&write) {
+            match batch.get(*key) {
+                Some(value) => column.push(value.shallow_clone()),
+                None => {
+                    return Err(Error::Run(format!(
+                        "key `{}` was not produced in {} mode",
+                        keys.name(*key),
+                        request.mode
+                    )))
+                }
+            }
+        }
+    }
+    let mut tensors = Vec::new();
+    for (column, key) in columns.iter().zip(&write) {
+        // Per-sample values join along the batch; per-batch scalars (losses) stack, one per batch.
+        let scalars = column.first().is_some_and(|t| t.dim() == 0);
+        let joined = if scalars {
+            Tensor::f_stack(column, 0)
+        } else {
+            Tensor::f_cat(column, 0)
+        }
+        .map_err(|e| {
+            Error::Run(format!(
+                "cannot join the batches of `{}`: {}",
+                keys.name(*key),
+                crate::tch_message(e)
+            ))
+        })?;
+        tensors.push((keys.name(*key).to_owned(), joined));
+    }
+    crate::system::tensors::write(&request.out, &tensors)?;
+    Ok(Written {
+        samples: count,
+        keys: tensors.iter().map(|(k, t)| (k.clone(), t.size())).collect(),
+    })
+}
+
+fn source_keys(config: &IdxConfig) -> Vec<String> {
+    config.files.keys().cloned().collect()
+}

@@ -1,0 +1,92 @@
+//! Model weights: one `<model name>.safetensors` per model, every variable (parameters and
+//! buffers) by name.
+
+use std::path::{Path, PathBuf};
+
+use tch::Tensor;
+
+use super::tensors;
+use crate::error::{Error, Result};
+use crate::network::Network;
+
+/// The weights file of model `name` in `dir`.
+pub fn file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.safetensors"))
+}
+
+/// Writes every model's variables into `dir`.
+pub fn save(network: &Network, dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut written = Vec::new();
+    for model in &network.models {
+        let path = file(dir, &model.name);
+        let variables: Vec<(String, Tensor)> = model
+            .named_variables()
+            .map(|(n, t)| (n.to_owned(), t.detach()))
+            .collect();
+        tensors::write(&path, &variables)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Loads weights into the models: from `path/<model>.safetensors`, or `path/models/...` for a
+/// checkpoint directory, or the file itself when the network has one model. Names, shapes and
+/// dtypes must match the model exactly.
+pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
+    let mut loaded = Vec::new();
+    let single = network.models.len() == 1 && path.is_file();
+    for model in &mut network.models {
+        let source = if single {
+            path.to_path_buf()
+        } else if path.join("models").is_dir() {
+            file(&path.join("models"), &model.name)
+        } else {
+            file(path, &model.name)
+        };
+        let values = tensors::read(&source).map_err(|message| Error::Checkpoint {
+            path: source.clone(),
+            message,
+        })?;
+        let problem = |message: String| Error::Checkpoint {
+            path: source.clone(),
+            message,
+        };
+        let mut expected: Vec<(String, Tensor)> = model
+            .named_variables()
+            .map(|(n, t)| (n.to_owned(), t.shallow_clone()))
+            .collect();
+        for (name, _) in &values {
+            if !expected.iter().any(|(n, _)| n == name) {
+                return Err(problem(format!(
+                    "has `{name}`, which model `{}` does not",
+                    model.name
+                )));
+            }
+        }
+        for (name, target) in &mut expected {
+            let Some((_, value)) = values.iter().find(|(n, _)| n == name) else {
+                return Err(problem(format!(
+                    "is missing `{name}` of model `{}`",
+                    model.name
+                )));
+            };
+            if value.size() != target.size() || value.kind() != target.kind() {
+                return Err(problem(format!(
+                    "`{name}` is {:?} {:?} but model `{}` has {:?} {:?}",
+                    value.kind(),
+                    value.size(),
+                    model.name,
+                    target.kind(),
+                    target.size()
+                )));
+            }
+            let _guard = tch::no_grad_guard();
+            target
+                .f_copy_(value)
+                .map_err(|e| problem(format!("`{name}`: {}", crate::tch_message(e))))?;
+        }
+        loaded.push(source);
+    }
+    Ok(loaded)
+}
