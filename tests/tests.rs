@@ -11,4 +11,6 @@ mod cli_errors;
 mod loading;
 mod network;
 mod out_of_tree;
+mod render;
+mod scheduling;
 mod training;

@@ -1,34 +1,6 @@
 //! Real training runs through the binary.
 
-use crate::util::{fe_host, lenet_manifest, TempDir};
-
-fn summary(dir: &TempDir, manifest: &str) -> serde_json::Value {
-    let path = dir.write("m.toml", manifest);
-    let summary = dir.path().join("summary.json");
-    let out = fe_host()
-        .args([
-            "run",
-            &path.to_string_lossy(),
-            "--summary",
-            &summary.to_string_lossy(),
-        ])
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(summary).expect("summary file"))
-        .expect("summary json")
-}
-
-fn values(summary: &serde_json::Value, mode: &str, key: &str) -> Vec<f64> {
-    summary["history"][mode][key]
-        .as_object()
-        .map(|steps| steps.values().filter_map(|v| v.as_f64()).collect())
-        .unwrap_or_default()
-}
+use crate::util::{fe_host, lenet_manifest, summary, values, TempDir};
 
 #[test]
 fn lenet_converges_on_generated_digits() {

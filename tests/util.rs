@@ -350,3 +350,56 @@ incremental = true
 [profile.dev.package."*"]
 debug = false
 "#;
+
+/// Runs `manifest` (written into `dir`); the run must succeed. Returns what it printed and
+/// its `--summary` JSON.
+pub fn run_with_summary(dir: &TempDir, manifest: &str) -> (Run, serde_json::Value) {
+    let path = dir.write("m.toml", manifest);
+    let summary = dir.path().join("summary.json");
+    let out: Run = fe_host()
+        .args([
+            "run",
+            &path.to_string_lossy(),
+            "--summary",
+            &summary.to_string_lossy(),
+        ])
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    let json = serde_json::from_str(&std::fs::read_to_string(summary).expect("summary file"))
+        .expect("summary json");
+    (out, json)
+}
+
+/// Runs `manifest` (written into `dir`) and returns its `--summary` JSON; the run must succeed.
+pub fn summary(dir: &TempDir, manifest: &str) -> serde_json::Value {
+    run_with_summary(dir, manifest).1
+}
+
+/// `(step, value)` logged for `key` in `mode`, in step order.
+pub fn steps(summary: &serde_json::Value, mode: &str, key: &str) -> Vec<(u64, f64)> {
+    let mut logged: Vec<(u64, f64)> = summary["history"][mode][key]
+        .as_object()
+        .map(|steps| {
+            steps
+                .iter()
+                .filter_map(|(step, v)| Some((step.parse().ok()?, v.as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    logged.sort_by_key(|(step, _)| *step);
+    logged
+}
+
+/// The values logged for `key` in `mode`, in step order.
+pub fn values(summary: &serde_json::Value, mode: &str, key: &str) -> Vec<f64> {
+    steps(summary, mode, key)
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
+}

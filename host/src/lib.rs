@@ -18,6 +18,7 @@ pub mod network;
 pub mod optim;
 pub mod pipeline;
 pub mod plugins;
+pub mod render;
 pub mod rng;
 pub mod runtime;
 pub mod schedule;

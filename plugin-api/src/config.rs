@@ -36,10 +36,22 @@ pub fn parse_config<T: DeserializeOwned>(toml_text: &str) -> Result<T> {
         },
         Err(err) => {
             let path = err.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            Err(Error::config(path, err.inner().message().to_owned()))
+            let message = err.inner().message().to_owned();
+            let path = match path.as_str() {
+                // Internally tagged enums buffer their fields, losing the path; the message
+                // still names an unknown field.
+                "." | "" => unknown_field_name(&message).unwrap_or_default(),
+                _ => path,
+            };
+            Err(Error::config(path, message))
         }
     }
+}
+
+/// `x` from serde's "unknown field `x`, expected ...".
+fn unknown_field_name(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split_once('`').map(|(name, _)| name.to_owned())
 }
 
 #[cfg(test)]

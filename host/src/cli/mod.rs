@@ -29,6 +29,9 @@ pub struct Cli {
 pub enum Command {
     /// Train (and evaluate, and test) what a manifest describes.
     Run(RunArgs),
+    /// Print the resolved plan of a manifest: per signature epoch and mode, the data, batch
+    /// size, pipeline ops, network ops with their keys, traces and optimizers in force.
+    Render(RenderArgs),
     /// Run the network over a dataset (in `infer` mode by default) and write what it produces
     /// to a .safetensors file (FastEstimator's `Network.transform`).
     Transform(TransformArgs),
@@ -83,6 +86,22 @@ pub struct RunArgs {
     pub plugins: PluginArgs,
 }
 
+/// `fe-host render`
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// The manifest.
+    pub manifest: PathBuf,
+    /// Plan for this many epochs instead of `run.epochs`.
+    #[arg(long)]
+    pub epochs: Option<u32>,
+    /// auto, cpu, cuda or cuda:N (overrides the manifest's `run.device`).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Plugin search.
+    #[command(flatten)]
+    pub plugins: PluginArgs,
+}
+
 /// `fe-host transform`
 #[derive(Args, Debug)]
 pub struct TransformArgs {
@@ -94,6 +113,9 @@ pub struct TransformArgs {
     /// The mode to run in: its dataset, pipeline ops and network ops.
     #[arg(long, default_value = "infer")]
     pub mode: String,
+    /// The epoch whose schedules are in force.
+    #[arg(long, default_value_t = 1)]
+    pub epoch: u32,
     /// Read KEY from an IDX file instead of the manifest's dataset (repeatable).
     #[arg(long = "input", value_name = "KEY=FILE")]
     pub inputs: Vec<String>,
@@ -156,6 +178,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run_manifest(args),
         Command::Transform(args) => transform(args),
+        Command::Render(args) => render(args),
         Command::Plugins(PluginsCommand::List { manifest, plugins }) => {
             list_plugins(manifest, plugins)
         }
@@ -193,14 +216,35 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn run_manifest(args: RunArgs) -> Result<()> {
-    let mut manifest = Manifest::load(&args.manifest)?;
-    if let Some(epochs) = args.epochs {
+fn load_manifest(path: &std::path::Path, epochs: Option<u32>) -> Result<Manifest> {
+    let mut manifest = Manifest::load(path)?;
+    if let Some(epochs) = epochs {
         if epochs == 0 {
             return Err(Error::Usage("--epochs must be at least 1".into()));
         }
         manifest.run.epochs = epochs;
     }
+    Ok(manifest)
+}
+
+fn render(args: RenderArgs) -> Result<()> {
+    let manifest = load_manifest(&args.manifest, args.epochs)?;
+    crate::runtime::set_threads(manifest.run.threads);
+    let device = device(args.device.as_deref(), &manifest)?;
+    let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
+    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let options = RunOptions {
+        quiet: true,
+        out: Box::new(std::io::sink()),
+    };
+    let estimator = Estimator::build(&manifest, &registry, device, options)?;
+    let text = crate::render::render(&manifest, &estimator);
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    Ok(())
+}
+
+fn run_manifest(args: RunArgs) -> Result<()> {
+    let manifest = load_manifest(&args.manifest, args.epochs)?;
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     let device = device(args.device.as_deref(), &manifest)?;
@@ -256,6 +300,7 @@ fn transform(args: TransformArgs) -> Result<()> {
     let registry = load_registry(&search, &manifest.plugins.sha256)?;
     let request = crate::estimator::transform::Request {
         mode,
+        epoch: args.epoch,
         inputs,
         weights: args.weights,
         keys: args.keys,

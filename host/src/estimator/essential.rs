@@ -90,7 +90,7 @@ impl HostTrace for TrainEssential {
                 .write("epoch_time(sec)", Logged::Scalar(seconds), true);
         }
         for model in &cx.network.models {
-            if let Some(optimizer) = &model.optimizer {
+            if let Some(optimizer) = model.optimizer() {
                 cx.data.write(
                     &format!("{}_lr", model.name),
                     Logged::Scalar(optimizer.lr()),
@@ -108,7 +108,8 @@ impl HostTrace for TrainEssential {
 pub struct EvalEssential {
     losses: Vec<(KeyId, String)>,
     sums: Vec<f64>,
-    samples: f64,
+    /// Samples each loss was seen for (a scheduled loss is absent in some epochs).
+    samples: Vec<f64>,
     best: Vec<Option<(f64, u32)>>,
 }
 
@@ -119,7 +120,7 @@ impl EvalEssential {
         Self {
             losses,
             sums: vec![0.0; n],
-            samples: 0.0,
+            samples: vec![0.0; n],
             best: vec![None; n],
         }
     }
@@ -132,7 +133,7 @@ impl HostTrace for EvalEssential {
 
     fn on_epoch_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
         self.sums.iter_mut().for_each(|s| *s = 0.0);
-        self.samples = 0.0;
+        self.samples.iter_mut().for_each(|s| *s = 0.0);
         Ok(())
     }
 
@@ -141,19 +142,22 @@ impl HostTrace for EvalEssential {
         for (i, (key, name)) in self.losses.iter().enumerate() {
             if let Some(value) = loss_value(batch, *key, name)? {
                 self.sums[i] += value * weight;
+                self.samples[i] += weight;
             }
         }
-        self.samples += weight;
         Ok(())
     }
 
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
-        if self.samples == 0.0 || cx.system.mode != Some(Mode::Eval) {
+        if cx.system.mode != Some(Mode::Eval) {
             return Ok(());
         }
         let epoch = cx.system.epoch_idx;
         for (i, (_, name)) in self.losses.iter().enumerate() {
-            let mean = self.sums[i] / self.samples;
+            if self.samples[i] == 0.0 {
+                continue;
+            }
+            let mean = self.sums[i] / self.samples[i];
             cx.data.write(name, Logged::Scalar(mean), true);
             let best = match self.best[i] {
                 Some((value, at)) if value <= mean => (value, at),

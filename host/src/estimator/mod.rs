@@ -1,12 +1,15 @@
 //! The fit loop (FastEstimator's Estimator): epochs of training and evaluation, traces around
 //! every batch and epoch, checks before the first step.
 
+mod checks;
 pub mod data;
 pub mod essential;
+pub mod lr_traces;
+mod report;
 pub mod traces;
 pub mod transform;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,9 +19,11 @@ use fe_plugin_api::{Mode, StepContext};
 use tch::Device;
 
 pub use data::{Data, Logged};
+pub use report::{describe_context, describe_device};
 pub use traces::{Cx, HostTrace, TraceSlot};
 
 use crate::error::{Error, Result};
+use crate::estimator::lr_traces::LrScheduler;
 use crate::manifest::Manifest;
 use crate::network::{Batch, KeyId, Keys, Network};
 use crate::pipeline::Pipeline;
@@ -51,10 +56,15 @@ pub struct Estimator {
     quiet: bool,
     train_seconds: f64,
     warmup: bool,
+    /// The epochs checks and warm-up visit (FastEstimator's signature epochs).
+    signature_epochs: Vec<u32>,
+    /// What switches at each epoch, for the log.
+    schedule_changes: BTreeMap<u32, Vec<String>>,
 }
 
 impl Estimator {
-    /// Builds network, pipeline and traces from `manifest` on `device`.
+    /// Builds network, pipeline and traces from `manifest` on `device`, and checks every
+    /// signature epoch for missing keys.
     pub fn build(
         manifest: &Manifest,
         registry: &Registry,
@@ -64,8 +74,10 @@ impl Estimator {
         let mut keys = Keys::default();
         tch::manual_seed(manifest.run.seed as i64);
         let pipeline = Pipeline::build(manifest, registry, &mut keys)?;
-        let network = crate::network::build::build(manifest, registry, &mut keys, device)?;
-        let user_traces = traces::build_plugin_traces(manifest, registry, &mut keys)?;
+        let mut network = crate::network::build::build(manifest, registry, &mut keys, device)?;
+        network.keys = keys.clone();
+        let user_traces = traces::build_traces(manifest, registry, &network, &mut keys)?;
+        let total_epochs = manifest.run.epochs;
 
         let loss_names = |mode: Mode| -> Vec<(KeyId, String)> {
             network
@@ -76,7 +88,7 @@ impl Estimator {
         };
         let mut all = Vec::new();
         let train_losses = loss_names(Mode::Train);
-        if !pipeline.ds_ids(Mode::Train).is_empty() {
+        if pipeline.has_mode(Mode::Train, total_epochs) {
             all.push(TraceSlot::host(
                 "TrainEssential",
                 ModeFilter::only(Mode::Train),
@@ -86,7 +98,7 @@ impl Estimator {
         let eval_losses = loss_names(Mode::Eval);
         if !eval_losses.is_empty() {
             let mut modes = ModeFilter::only(Mode::Eval);
-            if !pipeline.ds_ids(Mode::Test).is_empty() {
+            if pipeline.has_mode(Mode::Test, total_epochs) {
                 modes = ModeFilter::parse(&["eval", "test"]).unwrap_or(modes);
             }
             all.push(TraceSlot::host(
@@ -95,15 +107,30 @@ impl Estimator {
                 Box::new(essential::EvalEssential::new(eval_losses)),
             ));
         }
+        // A learning rate written as a schedule in the optimizer is applied like FastEstimator's
+        // LRScheduler trace.
+        for (index, model) in network.models.iter().enumerate() {
+            if model.optimizers.iter().any(|o| o.lr_schedule.is_some()) {
+                all.push(TraceSlot::host(
+                    &format!("LRScheduler ({}.optimizer.lr)", model.name),
+                    ModeFilter::only(Mode::Train),
+                    Box::new(LrScheduler::new(&network, index, None)),
+                ));
+            }
+        }
         all.extend(user_traces);
-        let mut network = network;
         network.keys = keys.clone();
         let system = System::new(
-            manifest.run.epochs,
+            total_epochs,
             manifest.run.log_steps,
             manifest.run.train_steps_per_epoch,
             manifest.run.eval_steps_per_epoch,
         );
+        let entries = crate::render::changes::scheduled_entries(manifest);
+        let schedule_changes = (2..=total_epochs)
+            .map(|epoch| (epoch, crate::render::changes::changes_at(&entries, epoch)))
+            .filter(|(_, changes)| !changes.is_empty())
+            .collect();
         let estimator = Self {
             network,
             pipeline,
@@ -114,55 +141,11 @@ impl Estimator {
             quiet: options.quiet,
             train_seconds: 0.0,
             warmup: manifest.run.warmup,
+            signature_epochs: manifest.signature_epochs(),
+            schedule_changes,
         };
         estimator.check_keys(manifest)?;
         Ok(estimator)
-    }
-
-    /// Before any step: every op input and every trace input must be provided, in every mode
-    /// and dataset that has data, so a missing key fails now rather than hours in.
-    fn check_keys(&self, manifest: &Manifest) -> Result<()> {
-        for mode in Mode::ALL {
-            for ds_id in self.pipeline.ds_ids(mode) {
-                let available = self.pipeline.available_keys(mode, &ds_id);
-                let where_ = describe_context(mode, 1, &ds_id);
-                let desired = traces::wanted_keys(&self.traces, mode, &ds_id);
-                let plan = self
-                    .network
-                    .plan(mode, 1, &ds_id, &desired)
-                    .map_err(|e| Error::Manifest(format!("{}: {e}", manifest.file.display())))?;
-                if let Some((op, key)) = self
-                    .network
-                    .first_missing_input(&plan, &available, &self.keys)
-                {
-                    return Err(Error::Manifest(format!(
-                        "{}: {op} needs key `{key}` in {where_}, but no dataset key or earlier op provides it (available: {})",
-                        manifest.file.display(),
-                        self.keys.names(available.iter().copied()).join(", ")
-                    )));
-                }
-                let mut provided: BTreeSet<KeyId> = available;
-                provided.extend(plan.produced.iter().copied());
-                for trace in self.traces.iter().filter(|t| t.active(mode, Some(&ds_id))) {
-                    for key in trace.batch_inputs() {
-                        let name = self.keys.name(key);
-                        let written_by_trace = self
-                            .traces
-                            .iter()
-                            .any(|t| t.output_names().iter().any(|o| o == name));
-                        if !provided.contains(&key) && !written_by_trace {
-                            return Err(Error::Manifest(format!(
-                                "{}: {} needs key `{name}` in {where_}, but neither the pipeline nor the network provides it (available: {})",
-                                manifest.file.display(),
-                                trace.label,
-                                self.keys.names(provided.iter().copied()).join(", ")
-                            )));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Trains for the configured epochs, evaluating after each; then tests if there is test
@@ -179,73 +162,24 @@ impl Estimator {
             self.run_warmup()?;
         }
         self.print_start();
-        self.hooks(TraceHook::Begin, None)?;
-        let has = |mode| !self.pipeline.ds_ids(mode).is_empty();
-        let (train, eval, test) = (has(Mode::Train), has(Mode::Eval), has(Mode::Test));
+        self.hooks(TraceHook::Begin)?;
         for epoch in 1..=self.system.total_epochs {
             self.system.epoch_idx = epoch;
-            if train {
-                let started = Instant::now();
-                self.run_epoch(Mode::Train)?;
+            self.network.enter_epoch(epoch);
+            self.log_schedule_changes(epoch);
+            let started = Instant::now();
+            let trained = self.run_epoch(Mode::Train)?;
+            if trained {
                 self.train_seconds += started.elapsed().as_secs_f64();
             }
-            if eval {
-                self.run_epoch(Mode::Eval)?;
-            }
+            self.run_epoch(Mode::Eval)?;
             if self.system.stop_training {
                 break;
             }
         }
-        if test {
-            self.run_epoch(Mode::Test)?;
-        }
-        self.hooks(TraceHook::End, None)?;
+        self.run_epoch(Mode::Test)?;
+        self.hooks(TraceHook::End)?;
         self.print_finish(start.elapsed().as_secs_f64());
-        Ok(())
-    }
-
-    /// FastEstimator's warm-up: one batch of every mode and dataset through the network with
-    /// updates off, before anything trains. Models run in inference behaviour and libtorch's
-    /// random state is restored afterwards, so the run continues exactly as without it.
-    fn run_warmup(&mut self) -> Result<()> {
-        let generator = crate::shim::Generator::Cpu;
-        let saved = crate::shim::generator_state(generator)
-            .map_err(|e| Error::Internal(format!("cannot save the RNG state: {e}")))?;
-        let outcome = self.warmup_batches();
-        crate::shim::set_generator_state(generator, &saved)
-            .map_err(|e| Error::Internal(format!("cannot restore the RNG state: {e}")))?;
-        outcome
-    }
-
-    fn warmup_batches(&mut self) -> Result<()> {
-        for mode in Mode::ALL {
-            for ds_id in self.pipeline.ds_ids(mode) {
-                let epoch = 1;
-                let desired = traces::wanted_keys(&self.traces, mode, &ds_id);
-                let plan = self
-                    .network
-                    .plan(mode, epoch, &ds_id, &desired)
-                    .map_err(Error::Run)?;
-                let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
-                wanted.extend(desired.iter().copied());
-                let mut loader =
-                    self.pipeline
-                        .epoch(mode, epoch, &ds_id, &wanted, Some(1), &self.keys)?;
-                let Some(batch) = loader.next() else { continue };
-                drop(loader);
-                let mut batch = batch?;
-                let step = StepContext {
-                    mode,
-                    epoch,
-                    global_step: 0,
-                    batch_idx: 1,
-                    ds_id: ds_id.as_str().into(),
-                    warmup: true,
-                    seed: 0,
-                };
-                self.network.run_step(&plan, &mut batch, &step)?;
-            }
-        }
         Ok(())
     }
 
@@ -259,14 +193,20 @@ impl Estimator {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn run_epoch(&mut self, mode: Mode) -> Result<()> {
+    /// Runs one epoch of `mode`, over each of its datasets in force; `false` when the mode
+    /// has no data this epoch (and nothing ran).
+    fn run_epoch(&mut self, mode: Mode) -> Result<bool> {
         let epoch = self.system.epoch_idx;
+        let ds_ids = self.pipeline.ds_ids(mode, epoch);
+        if ds_ids.is_empty() {
+            return Ok(false);
+        }
         self.system.mode = Some(mode);
         self.system.batch_idx = 0;
-        self.hooks(TraceHook::EpochBegin, None)?;
-        for ds_id in self.pipeline.ds_ids(mode) {
+        self.hooks(TraceHook::EpochBegin)?;
+        for ds_id in ds_ids {
             self.system.ds_id = ds_id.clone();
-            let desired = traces::wanted_keys(&self.traces, mode, &ds_id);
+            let desired = traces::wanted_keys(&self.traces, mode, epoch, &ds_id);
             let plan = self
                 .network
                 .plan(mode, epoch, &ds_id, &desired)
@@ -278,7 +218,7 @@ impl Estimator {
                 .pipeline
                 .epoch(mode, epoch, &ds_id, &wanted, steps, &self.keys)?;
             let active: Vec<usize> = (0..self.traces.len())
-                .filter(|&i| self.traces[i].active(mode, Some(&ds_id)))
+                .filter(|&i| self.traces[i].active(mode, epoch, Some(&ds_id)))
                 .collect();
             let mut data = Data::default();
             for batch in loader {
@@ -296,17 +236,27 @@ impl Estimator {
                     warmup: false,
                     seed: crate::rng::mix(self.pipeline.seed, self.system.global_step),
                 };
-                self.network.run_step(&plan, &mut batch, &step)?;
                 data.clear();
-                self.batch_hooks(&active, &batch, &mut data)?;
+                self.batch_hooks(TraceHook::BatchBegin, &active, &batch, &mut data)?;
+                self.network.run_step(&plan, &mut batch, &step)?;
+                self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;
+                if !data.nothing_logged() {
+                    self.log(&data);
+                }
             }
         }
         self.system.ds_id.clear();
-        self.hooks(TraceHook::EpochEnd, None)?;
-        Ok(())
+        self.hooks(TraceHook::EpochEnd)?;
+        Ok(true)
     }
 
-    fn batch_hooks(&mut self, active: &[usize], batch: &Batch, data: &mut Data) -> Result<()> {
+    fn batch_hooks(
+        &mut self,
+        hook: TraceHook,
+        active: &[usize],
+        batch: &Batch,
+        data: &mut Data,
+    ) -> Result<()> {
         let Estimator {
             traces,
             system,
@@ -320,17 +270,15 @@ impl Estimator {
             batch_size: batch.size,
         };
         for &index in active {
-            traces[index].run(TraceHook::BatchEnd, &mut cx, Some(batch))?;
-        }
-        if !cx.data.nothing_logged() {
-            self.log(data);
+            traces[index].run(hook, &mut cx, Some(batch))?;
         }
         Ok(())
     }
 
     /// Runs an epoch-level or run-level hook on every active trace, then logs what they wrote.
-    fn hooks(&mut self, hook: TraceHook, batch: Option<&Batch>) -> Result<()> {
+    fn hooks(&mut self, hook: TraceHook) -> Result<()> {
         let mode = self.system.mode;
+        let epoch = self.system.epoch_idx;
         let mut data = Data::default();
         {
             let Estimator {
@@ -348,10 +296,10 @@ impl Estimator {
             for trace in traces.iter_mut() {
                 let runs = match hook {
                     TraceHook::Begin | TraceHook::End => true,
-                    _ => mode.is_some_and(|m| trace.active(m, None)),
+                    _ => mode.is_some_and(|m| trace.active(m, epoch, None)),
                 };
                 if runs {
-                    trace.run(hook, &mut cx, batch)?;
+                    trace.run(hook, &mut cx, None)?;
                 }
             }
         }
@@ -361,110 +309,9 @@ impl Estimator {
         Ok(())
     }
 
-    fn log(&mut self, data: &Data) {
-        self.write_line(data, false);
-    }
-
-    fn log_epoch(&mut self, data: &Data) {
-        self.write_line(data, true);
-    }
-
-    fn write_line(&mut self, data: &Data, with_epoch: bool) {
-        let mode = self.system.mode.unwrap_or(Mode::Train);
-        let step = self.system.global_step;
-        let mut line = format!("fe-host {mode}: step: {step}; ");
-        if with_epoch {
-            line.push_str(&format!("epoch: {}; ", self.system.epoch_idx));
-        }
-        for entry in data.logged() {
-            if let Some(value) = entry.value.as_f64() {
-                self.system.summary.record(mode, &entry.key, step, value);
-            }
-            line.push_str(&format!("{}: {}; ", entry.key, entry.value.render()));
-        }
-        if !self.quiet {
-            let _ = writeln!(self.out, "{}", line.trim_end());
-        }
-    }
-
-    fn print_start(&mut self) {
-        if self.quiet {
-            return;
-        }
-        let mut parts = vec![
-            format!("device: {}", describe_device(self.network.device)),
-            format!("threads: {}", tch::get_num_threads()),
-            format!("pipeline workers: {}", self.pipeline.workers),
-            format!("epochs: {}", self.system.total_epochs),
-            format!("batch_size: {}", self.pipeline.batch_size),
-        ];
-        for mode in Mode::ALL {
-            for ds_id in self.pipeline.ds_ids(mode) {
-                let name = if ds_id.is_empty() {
-                    mode.to_string()
-                } else {
-                    format!("{mode}/{ds_id}")
-                };
-                let steps = self
-                    .pipeline
-                    .batches(mode, &ds_id, self.system.steps_per_epoch(mode));
-                parts.push(format!(
-                    "{name}: {} samples, {steps} steps/epoch",
-                    self.pipeline.samples(mode, &ds_id)
-                ));
-            }
-        }
-        let _ = writeln!(self.out, "fe-host start: {};", parts.join("; "));
-    }
-
-    fn print_finish(&mut self, total_seconds: f64) {
-        let mut parts = vec![format!("step: {}", self.system.global_step)];
-        for model in &self.network.models {
-            if let Some(optimizer) = &model.optimizer {
-                parts.push(format!(
-                    "{}_lr: {}",
-                    model.name,
-                    data::format_number(optimizer.lr())
-                ));
-            }
-        }
-        parts.push(format!(
-            "total_time(sec): {}",
-            data::format_number(total_seconds)
-        ));
-        if let Some(rate) = self.train_steps_per_second() {
-            self.system.summary.record(
-                Mode::Train,
-                "steps/sec (overall)",
-                self.system.global_step,
-                rate,
-            );
-            parts.push(format!("train steps/sec: {}", data::format_number(rate)));
-        }
-        if !self.quiet {
-            let _ = writeln!(self.out, "fe-host finish: {};", parts.join("; "));
-        }
-    }
-
     /// Training steps per second over all training epochs (time spent in evaluation excluded).
     pub fn train_steps_per_second(&self) -> Option<f64> {
         (self.train_seconds > 0.0 && self.system.global_step > 0)
             .then(|| self.system.global_step as f64 / self.train_seconds)
-    }
-}
-
-fn describe_context(mode: Mode, epoch: u32, ds_id: &str) -> String {
-    if ds_id.is_empty() {
-        format!("{mode} (epoch {epoch})")
-    } else {
-        format!("{mode} (epoch {epoch}, ds_id {ds_id})")
-    }
-}
-
-/// `cpu` or `cuda:N (name)`.
-pub fn describe_device(device: Device) -> String {
-    match device {
-        Device::Cuda(index) => format!("cuda:{index}"),
-        _ => "cpu".to_owned(),
     }
 }

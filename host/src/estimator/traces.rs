@@ -9,13 +9,14 @@ use fe_plugin_api::{ComponentKind, DeviceSpec, Mode, StepContext, TraceContext, 
 use smallvec::SmallVec;
 
 use super::data::{Data, Logged};
+use super::lr_traces::{LrScheduler, LrSchedulerConfig, ReduceLrConfig, ReduceLrOnPlateau};
 use crate::error::{Error, Result};
 use crate::manifest::{ComponentSpec, Manifest};
 use crate::network::{step_error, Batch, KeyId, Keys, Network};
 use crate::plugins::create::{creation_error, unknown_component, Creation};
 use crate::plugins::handles::TraceHandle;
 use crate::plugins::Registry;
-use crate::schedule::{DsFilter, ModeFilter};
+use crate::schedule::{DsFilter, InForce, ModeFilter, Scheduled};
 use crate::system::System;
 
 /// What a hook can see and change.
@@ -23,7 +24,7 @@ pub struct Cx<'a> {
     /// The run state (traces may set `stop_training`).
     pub system: &'a mut System,
     /// The network (models, learning rates).
-    pub network: &'a Network,
+    pub network: &'a mut Network,
     /// Writes of this hook group.
     pub data: &'a mut Data,
     /// Samples in the current batch (batch hooks).
@@ -42,6 +43,10 @@ pub trait HostTrace {
     }
     /// At the start of an epoch.
     fn on_epoch_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// Before a batch.
+    fn on_batch_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
         Ok(())
     }
     /// After a batch.
@@ -83,6 +88,8 @@ pub struct TraceSlot {
     pub modes: ModeFilter,
     /// Dataset ids it runs for.
     pub ds_ids: DsFilter,
+    /// Epochs it is in force (scheduled traces).
+    pub epochs: InForce,
     /// The trace.
     pub kind: TraceKind,
 }
@@ -94,13 +101,16 @@ impl TraceSlot {
             label: label.to_owned(),
             modes,
             ds_ids: DsFilter::Any,
+            epochs: InForce::always(),
             kind: TraceKind::Host(trace),
         }
     }
 
-    /// Whether it runs in `mode` (and, when given, for `ds_id`).
-    pub fn active(&self, mode: Mode, ds_id: Option<&str>) -> bool {
-        self.modes.contains(mode) && ds_id.is_none_or(|id| self.ds_ids.matches(id))
+    /// Whether it runs in `mode` in `epoch` (and, when given, for `ds_id`).
+    pub fn active(&self, mode: Mode, epoch: u32, ds_id: Option<&str>) -> bool {
+        self.modes.contains(mode)
+            && self.epochs.at(epoch)
+            && ds_id.is_none_or(|id| self.ds_ids.matches(id))
     }
 
     /// Batch keys it reads.
@@ -133,6 +143,7 @@ impl TraceSlot {
             TraceKind::Host(trace) => match (hook, batch) {
                 (TraceHook::Begin, _) => trace.on_begin(cx),
                 (TraceHook::EpochBegin, _) => trace.on_epoch_begin(cx),
+                (TraceHook::BatchBegin, _) => trace.on_batch_begin(cx),
                 (TraceHook::BatchEnd, Some(batch)) => trace.on_batch_end(cx, batch),
                 (TraceHook::EpochEnd, _) => trace.on_epoch_end(cx),
                 (TraceHook::End, _) => trace.on_end(cx),
@@ -250,17 +261,103 @@ impl PluginTrace {
     }
 }
 
-/// Creates the plugin traces of the manifest.
-pub fn build_plugin_traces(
+/// The traces fe-host implements itself, by name.
+pub const BUILTIN_TRACES: [&str; 2] = ["LRScheduler", "ReduceLROnPlateau"];
+
+/// Creates the traces of the manifest: plugin traces, and the host's own.
+pub fn build_traces(
     manifest: &Manifest,
     registry: &Registry,
+    network: &Network,
     keys: &mut Keys,
 ) -> Result<Vec<TraceSlot>> {
-    manifest
-        .traces
-        .iter()
-        .map(|spec| build_trace(manifest, registry, keys, spec))
-        .collect()
+    let mut traces = Vec::new();
+    for (spec, epochs) in manifest.traces.iter().flat_map(Scheduled::variants) {
+        let mut trace = if BUILTIN_TRACES.contains(&spec.name.as_str()) {
+            build_host_trace(manifest, network, spec)?
+        } else {
+            build_trace(manifest, registry, keys, spec)?
+        };
+        trace.epochs = epochs;
+        traces.push(trace);
+    }
+    Ok(traces)
+}
+
+fn build_host_trace(
+    manifest: &Manifest,
+    network: &Network,
+    spec: &ComponentSpec,
+) -> Result<TraceSlot> {
+    let parse_error = |e: fe_plugin_api::Error| {
+        manifest.error_at(
+            &spec.path.join_dotted(e.field()),
+            format!("{} ({})", e.message(), spec.name),
+        )
+    };
+    let model_index = |name: &str| {
+        network
+            .models
+            .iter()
+            .position(|m| m.name == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = network.models.iter().map(|m| m.name.as_str()).collect();
+                manifest.error_at(
+                    &spec.path.key("model"),
+                    format!("unknown model `{name}` (models: {})", known.join(", ")),
+                )
+            })
+    };
+    if !spec.inputs.is_empty() || !spec.outputs.is_empty() {
+        return Err(manifest.error_at(
+            &spec.path,
+            format!("{} takes no `inputs` or `outputs`", spec.name),
+        ));
+    }
+    let (default_mode, trace): (&str, Box<dyn HostTrace>) = if spec.name == "LRScheduler" {
+        let config: LrSchedulerConfig =
+            fe_plugin_api::parse_config(&spec.config_text()).map_err(parse_error)?;
+        config.lr.validate().map_err(|(field, message)| {
+            manifest.error_at(&spec.path.key("lr").key(field), message)
+        })?;
+        let model = model_index(&config.model)?;
+        (
+            "train",
+            Box::new(LrScheduler::new(network, model, Some(config.lr))),
+        )
+    } else {
+        let config: ReduceLrConfig =
+            fe_plugin_api::parse_config(&spec.config_text()).map_err(parse_error)?;
+        let model = model_index(&config.model)?;
+        if !(config.factor > 0.0 && config.factor < 1.0) {
+            return Err(manifest.error_at(&spec.path.key("factor"), "must be between 0 and 1"));
+        }
+        let metric = match &config.metric {
+            Some(metric) => metric.clone(),
+            None => network.update_loss_key(model).ok_or_else(|| {
+                manifest.error_at(
+                    &spec.path,
+                    format!(
+                        "model `{}` is not trained with a loss; say which `metric` to watch",
+                        config.model
+                    ),
+                )
+            })?,
+        };
+        (
+            "eval",
+            Box::new(ReduceLrOnPlateau::new(network, model, metric, config)),
+        )
+    };
+    let modes = match spec.mode {
+        Some(modes) => modes,
+        None => {
+            ModeFilter::parse_default(default_mode).map_err(|e| manifest.error_at(&spec.path, e))?
+        }
+    };
+    let mut slot = TraceSlot::host(&spec.label(), modes, trace);
+    slot.ds_ids = spec.ds_id.clone();
+    Ok(slot)
 }
 
 fn build_trace(
@@ -306,6 +403,7 @@ fn build_trace(
         label: spec.label(),
         modes,
         ds_ids: spec.ds_id.clone(),
+        epochs: InForce::always(),
         kind: TraceKind::Plugin(PluginTrace {
             handle,
             metric,
@@ -320,11 +418,11 @@ fn build_trace(
     })
 }
 
-/// Batch keys the active traces of `mode`/`ds_id` read.
-pub fn wanted_keys(traces: &[TraceSlot], mode: Mode, ds_id: &str) -> BTreeSet<KeyId> {
+/// Batch keys the active traces of `mode`/`epoch`/`ds_id` read.
+pub fn wanted_keys(traces: &[TraceSlot], mode: Mode, epoch: u32, ds_id: &str) -> BTreeSet<KeyId> {
     traces
         .iter()
-        .filter(|t| t.active(mode, Some(ds_id)))
+        .filter(|t| t.active(mode, epoch, Some(ds_id)))
         .flat_map(TraceSlot::batch_inputs)
         .collect()
 }

@@ -18,6 +18,8 @@ use crate::plugins::Registry;
 pub struct Request {
     /// The mode the pipeline ops and network ops run in (default `infer`).
     pub mode: Mode,
+    /// The epoch whose schedules are in force (default 1).
+    pub epoch: u32,
     /// Files to read instead of the manifest's dataset of `mode`: key → IDX file.
     pub inputs: Vec<(String, PathBuf)>,
     /// Weights to load first (a directory of `<model>.safetensors`, a checkpoint, or a file).
@@ -58,14 +60,16 @@ pub fn run(
         pipeline.datasets.push(Dataset {
             mode: request.mode,
             ds_id: String::new(),
+            epochs: crate::schedule::InForce::always(),
             source: Arc::new(source),
             keys: ids,
         });
     }
-    let ds_ids = pipeline.ds_ids(request.mode);
+    let epoch = request.epoch.max(1);
+    let ds_ids = pipeline.ds_ids(request.mode, epoch);
     let Some(ds_id) = ds_ids.first().cloned() else {
         return Err(Error::Usage(format!(
-            "the manifest has no {} dataset; pass --mode with a mode that has one, or --input KEY=FILE",
+            "the manifest has no {} dataset in epoch {epoch}; pass --mode with a mode that has one, or --input KEY=FILE",
             request.mode
         )));
     };
@@ -83,7 +87,7 @@ pub fn run(
         .collect::<Result<_>>()?;
     let everything: BTreeSet<KeyId> = (0..keys.len() as u32).map(KeyId).collect();
     let plan = network
-        .plan(request.mode, 1, &ds_id, &everything)
+        .plan(request.mode, epoch, &ds_id, &everything)
         .map_err(Error::Run)?;
     let write: Vec<KeyId> = if requested.is_empty() {
         plan.produced.clone()
@@ -94,19 +98,19 @@ pub fn run(
     wanted.extend(write.iter().copied());
     network.keys = keys.clone();
     let keys = Arc::new(keys);
-    let samples = pipeline.samples(request.mode, &ds_id) as usize;
+    let samples = pipeline.samples(request.mode, epoch, &ds_id) as usize;
     let count = request.limit.map_or(samples, |limit| limit.min(samples));
     let order: Vec<u64> = (0..count as u64).collect();
-    let batches = count.div_ceil(pipeline.batch_size);
+    let batches = count.div_ceil(pipeline.batch_size_at(epoch));
     let loader =
-        pipeline.epoch_in_order(request.mode, 1, &ds_id, &wanted, order, batches, &keys)?;
+        pipeline.epoch_in_order(request.mode, epoch, &ds_id, &wanted, order, batches, &keys)?;
     let mut columns: Vec<Vec<Tensor>> = write.iter().map(|_| Vec::new()).collect();
     let _no_grad = tch::no_grad_guard();
     for (index, batch) in loader.enumerate() {
         let mut batch = batch?;
         let step = StepContext {
             mode: request.mode,
-            epoch: 1,
+            epoch,
             global_step: 0,
             batch_idx: index as u64 + 1,
             ds_id: ds_id.as_str().into(),

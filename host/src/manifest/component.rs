@@ -112,9 +112,35 @@ impl ComponentSpec {
         format!("{} ({})", self.name, self.path)
     }
 
+    /// `CrossEntropy(y_pred, y -> ce)`: the name and keys, for plans and logs.
+    /// A component without keys shows its configuration instead:
+    /// `UpdateOp { loss = "ce", model = "lenet" }`.
+    pub fn describe(&self) -> String {
+        if self.inputs.is_empty() && self.outputs.is_empty() {
+            if self.config.is_empty() {
+                return self.name.clone();
+            }
+            return format!("{} {}", self.name, Value::Table(self.config.clone()));
+        }
+        format!(
+            "{}({} -> {})",
+            self.name,
+            keys_or_dash(&self.inputs),
+            keys_or_dash(&self.outputs)
+        )
+    }
+
     /// The component config as TOML text, for the plugin.
     pub fn config_text(&self) -> String {
         toml::to_string(&self.config).unwrap_or_default()
+    }
+}
+
+fn keys_or_dash(keys: &[String]) -> String {
+    if keys.is_empty() {
+        "-".to_owned()
+    } else {
+        keys.join(", ")
     }
 }
 

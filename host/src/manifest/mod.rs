@@ -16,7 +16,7 @@ pub use location::KeyPath;
 use schema::RawManifest;
 
 use crate::error::{Error, Result};
-use crate::schedule::validate_ds_id;
+use crate::schedule::{parse_scheduled, signature_epochs, validate_ds_id, Schedule, Scheduled};
 
 /// A validated manifest.
 #[derive(Debug, Clone)]
@@ -34,13 +34,13 @@ pub struct Manifest {
     /// `[[models]]`
     pub models: Vec<ModelConfig>,
     /// `[[network.ops]]`
-    pub ops: Vec<ComponentSpec>,
+    pub ops: Vec<Scheduled<ComponentSpec>>,
     /// `[[network.postprocessing]]`
-    pub postprocessing: Vec<ComponentSpec>,
+    pub postprocessing: Vec<Scheduled<ComponentSpec>>,
     /// `[[network.slicers]]`
-    pub slicers: Vec<ComponentSpec>,
+    pub slicers: Vec<Scheduled<ComponentSpec>>,
     /// `[[traces]]`
-    pub traces: Vec<ComponentSpec>,
+    pub traces: Vec<Scheduled<ComponentSpec>>,
 }
 
 /// `[run]`, validated.
@@ -77,7 +77,7 @@ pub struct PluginsConfig {
 #[derive(Debug, Clone)]
 pub struct PipelineConfig {
     /// Samples per batch.
-    pub batch_size: u32,
+    pub batch_size: Scheduled<u32>,
     /// Shuffle training data.
     pub shuffle: bool,
     /// Drop incomplete last batches.
@@ -87,20 +87,29 @@ pub struct PipelineConfig {
     /// Batches prepared ahead, per worker.
     pub prefetch: usize,
     /// Datasets, in mode then ds_id order.
-    pub data: Vec<DatasetConfig>,
+    pub data: Vec<DatasetEntry>,
     /// Per-sample ops.
-    pub ops: Vec<ComponentSpec>,
+    pub ops: Vec<Scheduled<ComponentSpec>>,
 }
 
-/// One dataset of one mode.
+/// The dataset (or datasets, by epoch) of one mode and dataset id.
 #[derive(Debug, Clone)]
-pub struct DatasetConfig {
+pub struct DatasetEntry {
     /// Where it is declared.
     pub path: KeyPath,
     /// The mode it feeds.
     pub mode: Mode,
     /// Its dataset id (`""` when the mode has one dataset).
     pub ds_id: String,
+    /// The dataset in force each epoch.
+    pub datasets: Scheduled<DatasetConfig>,
+}
+
+/// One dataset.
+#[derive(Debug, Clone)]
+pub struct DatasetConfig {
+    /// Where it is declared.
+    pub path: KeyPath,
     /// The reader: a built-in (`idx`) or a dataset plugin's name.
     pub kind: String,
     /// The rest of the table (reader configuration).
@@ -116,8 +125,8 @@ pub struct ModelConfig {
     pub name: String,
     /// The model component (`architecture = "LeNet"`).
     pub architecture: String,
-    /// Optimizer settings, if the model is trained.
-    pub optimizer: Option<Table>,
+    /// Optimizer settings by epoch, if the model is trained.
+    pub optimizer: Option<Scheduled<Table>>,
     /// `false` freezes the model's parameters.
     pub trainable: bool,
     /// Run under autocast (bfloat16 on the CPU, float16 with loss scaling on CUDA).
@@ -161,6 +170,42 @@ impl Manifest {
             &self.source,
             &Problem::new(path.clone(), message),
         ))
+    }
+
+    /// Every schedule of the manifest (fixed items included), in a stable order: network ops,
+    /// post-processing, slicers, traces, pipeline ops, batch size, datasets, optimizers.
+    pub fn schedules(&self) -> Vec<&Schedule> {
+        let components = [
+            &self.ops,
+            &self.postprocessing,
+            &self.slicers,
+            &self.traces,
+            &self.pipeline.ops,
+        ];
+        let mut all: Vec<&Schedule> = components
+            .into_iter()
+            .flat_map(|items| items.iter().map(|s| &s.schedule))
+            .collect();
+        all.push(&self.pipeline.batch_size.schedule);
+        all.extend(self.pipeline.data.iter().map(|d| &d.datasets.schedule));
+        all.extend(
+            self.models
+                .iter()
+                .filter_map(|m| m.optimizer.as_ref().map(|o| &o.schedule)),
+        );
+        all
+    }
+
+    /// FastEstimator's signature epochs over every schedule of the manifest: the first epoch
+    /// of each distinct combination of values in force. Checks and warm-up visit these.
+    pub fn signature_epochs(&self) -> Vec<u32> {
+        let schedules = self.schedules();
+        signature_epochs(self.run.epochs, |epoch| {
+            schedules
+                .iter()
+                .map(|s| s.index_at(epoch))
+                .collect::<Vec<_>>()
+        })
     }
 
     /// The directory relative paths are resolved against.
@@ -226,10 +271,29 @@ fn validate(
             "must be at least 1",
         ));
     }
-    if raw.pipeline.batch_size == 0 {
+    let batch_path = KeyPath::root("pipeline").key("batch_size");
+    let batch_size = match parse_scheduled(
+        raw.pipeline.batch_size.clone(),
+        &batch_path,
+        |_| false,
+        |value, at| match value.as_integer() {
+            Some(n) if n >= 1 && n <= u32::MAX as i64 => Ok(n as u32),
+            _ => Err(Problem::new(
+                at,
+                "must be a whole number of samples, at least 1",
+            )),
+        },
+    ) {
+        Ok(batch_size) => batch_size,
+        Err(problem) => {
+            problems.push(problem);
+            Scheduled::fixed(1)
+        }
+    };
+    if !batch_size.covers(run.epochs) {
         problems.push(Problem::new(
-            KeyPath::root("pipeline").key("batch_size"),
-            "must be at least 1",
+            batch_path.clone(),
+            "every epoch needs a batch size: start the schedule at epoch 1 and leave out \"none\"",
         ));
     }
     for (field, steps) in [
@@ -248,7 +312,19 @@ fn validate(
             .into_iter()
             .enumerate()
             .filter_map(|(i, table)| {
-                match ComponentSpec::parse(path.index(i), table, name_key, io) {
+                let parsed = parse_scheduled(
+                    Value::Table(table),
+                    &path.index(i),
+                    |t| t.contains_key(name_key),
+                    |value, at| match value {
+                        Value::Table(table) => ComponentSpec::parse(at, table, name_key, io),
+                        _ => Err(Problem::new(
+                            at,
+                            format!("must be a table with `{name_key}`, or \"none\""),
+                        )),
+                    },
+                );
+                match parsed {
                     Ok(spec) => Some(spec),
                     Err(problem) => {
                         problems.push(problem);
@@ -337,7 +413,7 @@ fn validate(
         },
         plugins,
         pipeline: PipelineConfig {
-            batch_size: raw.pipeline.batch_size,
+            batch_size,
             shuffle: raw.pipeline.shuffle,
             drop_last: raw.pipeline.drop_last,
             workers: raw.pipeline.workers.filter(|&w| w > 0),
@@ -364,18 +440,23 @@ fn model_config(path: KeyPath, mut table: Table) -> std::result::Result<ModelCon
     let architecture = string("architecture", true)?.unwrap_or_default();
     let optimizer = match table.remove("optimizer") {
         None => None,
-        Some(Value::String(kind)) => {
-            let mut t = Table::new();
-            t.insert("type".into(), Value::String(kind));
-            Some(t)
-        }
-        Some(Value::Table(t)) => Some(t),
-        Some(_) => {
-            return Err(Problem::new(
-                path.key("optimizer"),
-                "must be a name (\"adam\") or a table ({ type = \"adam\", lr = 1e-3 })",
-            ))
-        }
+        Some(value) => Some(parse_scheduled(
+            value,
+            &path.key("optimizer"),
+            |t| t.contains_key("type"),
+            |value, at| match value {
+                Value::String(kind) => {
+                    let mut t = Table::new();
+                    t.insert("type".into(), Value::String(kind));
+                    Ok(t)
+                }
+                Value::Table(t) => Ok(t),
+                _ => Err(Problem::new(
+                    at,
+                    "must be a name (\"adam\") or a table ({ type = \"adam\", lr = 1e-3 })",
+                )),
+            },
+        )?),
     };
     let mut flag = |key: &str, default: bool| match table.remove(key) {
         None => Ok(default),
@@ -414,9 +495,9 @@ fn check_model_names(models: &[ModelConfig], problems: &mut Vec<Problem>) {
     }
 }
 
-fn datasets(data: BTreeMap<String, Value>, problems: &mut Vec<Problem>) -> Vec<DatasetConfig> {
+fn datasets(data: BTreeMap<String, Value>, problems: &mut Vec<Problem>) -> Vec<DatasetEntry> {
     let root = KeyPath::root("pipeline").key("data");
-    let mut out = Vec::new();
+    let mut out: Vec<DatasetEntry> = Vec::new();
     for (mode_name, value) in data {
         let path = root.key(&mode_name);
         let mode: Mode = match mode_name.parse() {
@@ -465,33 +546,46 @@ fn datasets(data: BTreeMap<String, Value>, problems: &mut Vec<Problem>) -> Vec<D
                     problems.push(Problem::new(path.key("ds_id"), e));
                 }
             }
-            let kind = match table.remove("type") {
-                Some(Value::String(kind)) => kind,
-                _ => {
-                    problems.push(Problem::new(
-                        path.clone(),
-                        "missing `type`: the dataset reader (e.g. \"idx\")",
-                    ));
-                    continue;
-                }
-            };
-            if out
-                .iter()
-                .any(|d: &DatasetConfig| d.mode == mode && d.ds_id == ds_id)
-            {
+            if out.iter().any(|d| d.mode == mode && d.ds_id == ds_id) {
                 problems.push(Problem::new(
                     path.key("ds_id"),
                     format!("{mode} already has a dataset `{ds_id}`"),
                 ));
                 continue;
             }
-            out.push(DatasetConfig {
-                path,
-                mode,
-                ds_id,
-                kind,
-                config: table,
-            });
+            let parsed = parse_scheduled(
+                Value::Table(table),
+                &path,
+                |t| t.contains_key("type"),
+                |value, at| {
+                    let Value::Table(mut table) = value else {
+                        return Err(Problem::new(
+                            at,
+                            "must be a dataset table (with `type`), or \"none\"",
+                        ));
+                    };
+                    match table.remove("type") {
+                        Some(Value::String(kind)) => Ok(DatasetConfig {
+                            path: at,
+                            kind,
+                            config: table,
+                        }),
+                        _ => Err(Problem::new(
+                            at,
+                            "missing `type`: the dataset reader (e.g. \"idx\")",
+                        )),
+                    }
+                },
+            );
+            match parsed {
+                Ok(datasets) => out.push(DatasetEntry {
+                    path,
+                    mode,
+                    ds_id,
+                    datasets,
+                }),
+                Err(problem) => problems.push(problem),
+            }
         }
     }
     out
@@ -536,10 +630,10 @@ outputs = "y_pred"
         let m = parse(MINIMAL).unwrap();
         assert_eq!(m.run.epochs, 1);
         assert_eq!(
-            m.models[0].optimizer.as_ref().unwrap()["type"].as_str(),
+            m.models[0].optimizer.as_ref().unwrap().values[0]["type"].as_str(),
             Some("adam")
         );
-        assert_eq!(m.ops[0].config["model"].as_str(), Some("net"));
+        assert_eq!(m.ops[0].values[0].config["model"].as_str(), Some("net"));
         assert_eq!(m.pipeline.data[0].mode, Mode::Train);
     }
 
@@ -586,5 +680,26 @@ outputs = "y_pred"
             msg.contains("models[1].name: model name `NET` is already used by models[0]"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn scheduled_components_and_batch_sizes_are_checked() {
+        let scheduled = MINIMAL.replace("batch_size = 4", "batch_size = { repeat = [4, 8] }");
+        let m = parse(&scheduled).unwrap();
+        assert_eq!(
+            (m.pipeline.batch_size.at(1), m.pipeline.batch_size.at(2)),
+            (Some(&4), Some(&8))
+        );
+        let late = MINIMAL.replace("batch_size = 4", "batch_size = { epoch = { 2 = 8 } }");
+        let msg = message(&late);
+        assert!(
+            msg.contains("pipeline.batch_size: every epoch needs a batch size"),
+            "{msg}"
+        );
+        let skipping = format!(
+            "[run]\nepochs = 2\n{}",
+            MINIMAL.replace("batch_size = 4", "batch_size = { repeat = [4, \"none\"] }")
+        );
+        assert!(message(&skipping).contains("every epoch needs a batch size"));
     }
 }

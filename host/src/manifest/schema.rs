@@ -105,8 +105,8 @@ pub struct RawPlugins {
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawPipeline {
-    /// Samples per batch.
-    pub batch_size: u32,
+    /// Samples per batch (schedulable).
+    pub batch_size: toml::Value,
     /// Shuffle training data each epoch (default); evaluation data is never shuffled.
     #[serde(default = "yes")]
     pub shuffle: bool,

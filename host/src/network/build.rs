@@ -11,7 +11,7 @@ use super::builtin::{
 };
 use super::keys::Keys;
 use super::meta::{Condition, MetaOp};
-use super::model::{ModelParts, ModelSlot};
+use super::model::{ModelParts, ModelSlot, OptimizerSlot};
 use super::node::{OpKind, OpNode};
 use super::post::PostOp;
 use super::slicing::SlicerNode;
@@ -21,7 +21,7 @@ use crate::manifest::{ComponentSpec, KeyPath, Manifest, ModelConfig};
 use crate::plugins::create::{creation_error, unknown_component, Creation};
 use crate::plugins::handles::{ModelHandle, NumpyOpHandle, SlicerHandle, TensorOpHandle};
 use crate::plugins::Registry;
-use crate::schedule::ModeFilter;
+use crate::schedule::{InForce, ModeFilter, Scheduled};
 
 /// The ops fe-host provides itself: they use the host's models, or other ops.
 pub const BUILTIN_OPS: [&str; 8] = [
@@ -55,21 +55,26 @@ pub fn build(
         models: &models,
         device,
     };
-    let ops = manifest
-        .ops
-        .iter()
-        .map(|spec| builder.op(spec, keys))
-        .collect::<Result<Vec<_>>>()?;
-    let slicers = manifest
-        .slicers
-        .iter()
-        .map(|spec| builder.slicer(spec, keys))
-        .collect::<Result<Vec<_>>>()?;
-    let post = manifest
-        .postprocessing
-        .iter()
-        .map(|spec| builder.post(spec, keys))
-        .collect::<Result<Vec<_>>>()?;
+    // A scheduled entry becomes one node per value, each created once and in force in its own
+    // epochs, so a component that comes back keeps its state.
+    let mut ops = Vec::new();
+    for (spec, epochs) in manifest.ops.iter().flat_map(Scheduled::variants) {
+        let mut node = builder.op(spec, keys)?;
+        node.epochs = epochs;
+        ops.push(node);
+    }
+    let mut slicers = Vec::new();
+    for (spec, epochs) in manifest.slicers.iter().flat_map(Scheduled::variants) {
+        let mut node = builder.slicer(spec, keys)?;
+        node.epochs = epochs;
+        slicers.push(node);
+    }
+    let mut post = Vec::new();
+    for (spec, epochs) in manifest.postprocessing.iter().flat_map(Scheduled::variants) {
+        let mut node = builder.post(spec, keys)?;
+        node.epochs = epochs;
+        post.push(node);
+    }
     let mut network = Network::new(ops, models, device, keys.clone());
     network.slicers = slicers;
     network.post = post;
@@ -107,21 +112,28 @@ fn build_model(
     let variables = handle
         .variables()
         .map_err(|error| creation_error(manifest, &config.path, error))?;
-    let optimizer = match &config.optimizer {
-        None => None,
-        Some(table) => Some(crate::optim::build(table).map_err(|e| {
-            manifest.error_at(
-                &config.path.key("optimizer").join_dotted(e.field()),
-                e.message(),
-            )
-        })?),
-    };
+    let mut optimizers = Vec::new();
+    if let Some(scheduled) = &config.optimizer {
+        for (table, epochs) in scheduled.variants() {
+            let path = scheduled
+                .schedule
+                .variant_path(&config.path.key("optimizer"), epochs.variant());
+            let configured = crate::optim::build(table)
+                .map_err(|e| manifest.error_at(&path.join_dotted(e.field()), e.message()))?;
+            optimizers.push(OptimizerSlot {
+                optimizer: configured.optimizer,
+                lr_schedule: configured.lr_schedule,
+                epochs,
+                summary: describe_table(table),
+            });
+        }
+    }
     let parts = ModelParts {
         name: config.name.clone(),
         architecture: config.architecture.clone(),
         handle,
         variables,
-        optimizer,
+        optimizers,
         trainable: config.trainable,
         mixed_precision: config.mixed_precision,
     };
@@ -132,6 +144,36 @@ fn build_model(
             crate::tch_message(e)
         ))
     })
+}
+
+/// `sgd { lr = 0.1, momentum = 0.9 }`: an optimizer table as one line.
+pub fn describe_table(table: &toml::Table) -> String {
+    let mut rest = table.clone();
+    let kind = match rest.remove("type") {
+        Some(toml::Value::String(kind)) => kind,
+        _ => "?".to_owned(),
+    };
+    if rest.is_empty() {
+        return kind;
+    }
+    let fields: Vec<String> = rest
+        .iter()
+        .map(|(key, value)| match value {
+            // `lr = cosine_decay(cycle_length = 1000, init_lr = 0.001)`
+            toml::Value::Table(schedule) if schedule.contains_key("schedule") => {
+                let mut params = schedule.clone();
+                let name = params
+                    .remove("schedule")
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let params: Vec<String> =
+                    params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                format!("{key} = {name}({})", params.join(", "))
+            }
+            _ => format!("{key} = {value}"),
+        })
+        .collect();
+    format!("{kind} {{ {} }}", fields.join(", "))
 }
 
 /// All models mixed precision, or none (seed 000's rule).
@@ -260,6 +302,7 @@ impl Builder<'_> {
             outputs: keys.intern_all(outputs),
             modes,
             ds_ids: spec.ds_id.clone(),
+            epochs: InForce::always(),
             kind,
         }
     }
@@ -513,7 +556,7 @@ impl Builder<'_> {
             return Err(manifest.error_at(&spec.path.key("merge_grad"), "must be at least 1"));
         }
         let slot = &self.models[model];
-        if !slot.trainable || slot.optimizer.is_none() {
+        if !slot.trainable || slot.optimizers.is_empty() {
             let why = if slot.trainable {
                 "has no optimizer"
             } else {
@@ -614,6 +657,7 @@ impl Builder<'_> {
             outputs,
             modes,
             ds_ids: spec.ds_id.clone(),
+            epochs: InForce::always(),
             kind: OpKind::Meta(make(children)),
         })
     }
@@ -667,6 +711,7 @@ impl Builder<'_> {
             unslice: keys.intern_all(&unslice),
             modes: self.modes(spec, &default_mode)?,
             ds_ids: spec.ds_id.clone(),
+            epochs: InForce::always(),
             handle,
         })
     }
@@ -723,6 +768,7 @@ impl Builder<'_> {
             outputs: keys.intern_all(&spec.outputs),
             modes: self.modes(spec, &default_mode)?,
             ds_ids: spec.ds_id.clone(),
+            epochs: InForce::always(),
             handle,
         })
     }

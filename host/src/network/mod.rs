@@ -77,6 +77,23 @@ impl Network {
         keys
     }
 
+    /// The name of the loss key the first `UpdateOp` of `model` trains on.
+    pub fn update_loss_key(&self, model: usize) -> Option<String> {
+        self.ops.iter().find_map(|op| match &op.kind {
+            OpKind::Update(update) if update.model == model && !update.gradients_input => {
+                op.inputs.first().map(|k| self.keys.name(*k).to_owned())
+            }
+            _ => None,
+        })
+    }
+
+    /// Puts each model's optimizer for `epoch` in force.
+    pub fn enter_epoch(&mut self, epoch: u32) {
+        for model in &mut self.models {
+            model.enter_epoch(epoch);
+        }
+    }
+
     /// Runs one step of `plan` on `batch`; the plan's outputs are written back into the batch.
     pub fn run_step(
         &mut self,

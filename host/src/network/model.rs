@@ -5,6 +5,7 @@ use tch::{Device, Tensor};
 use super::precision::GradScaler;
 use crate::optim::Optimizer;
 use crate::plugins::handles::ModelHandle;
+use crate::schedule::{InForce, LrSchedule};
 
 /// A model of the run.
 pub struct ModelSlot {
@@ -20,14 +21,29 @@ pub struct ModelSlot {
     pub param_names: Vec<String>,
     /// Everything else the model holds (buffers, frozen parameters), by name.
     pub buffers: Vec<(String, Tensor)>,
-    /// Its optimizer, if trained.
-    pub optimizer: Option<Box<dyn Optimizer>>,
+    /// The optimizers it trains with, each in force in its own epochs (one, unless the
+    /// manifest schedules them). Each keeps its own state across the epochs it is not used.
+    pub optimizers: Vec<OptimizerSlot>,
+    /// Index into `optimizers` of the one in force this epoch.
+    pub current_optimizer: Option<usize>,
     /// `false` when the manifest froze it.
     pub trainable: bool,
     /// Runs under autocast.
     pub mixed_precision: bool,
     /// Loss scaling for float16 mixed precision (CUDA); `None` otherwise.
     pub scaler: Option<GradScaler>,
+}
+
+/// One optimizer of a model, and when it is in force.
+pub struct OptimizerSlot {
+    /// The optimizer with its state.
+    pub optimizer: Box<dyn Optimizer>,
+    /// The schedule its learning rate follows, if `lr` was given as one.
+    pub lr_schedule: Option<LrSchedule>,
+    /// The epochs it is in force.
+    pub epochs: InForce,
+    /// How the manifest describes it (`sgd { lr = 0.1 }`), for logs.
+    pub summary: String,
 }
 
 /// What a model is made of when it is created.
@@ -40,8 +56,8 @@ pub struct ModelParts {
     pub handle: ModelHandle,
     /// Its variables by name.
     pub variables: Vec<(String, Tensor)>,
-    /// Its optimizer.
-    pub optimizer: Option<Box<dyn Optimizer>>,
+    /// Its optimizers.
+    pub optimizers: Vec<OptimizerSlot>,
     /// Trainable.
     pub trainable: bool,
     /// Mixed precision.
@@ -72,6 +88,7 @@ impl ModelSlot {
                 buffers.push((var_name, tensor));
             }
         }
+        let current_optimizer = parts.optimizers.iter().position(|o| o.epochs.at(1));
         Ok(Self {
             name: parts.name,
             architecture: parts.architecture,
@@ -79,11 +96,42 @@ impl ModelSlot {
             params,
             param_names,
             buffers,
-            optimizer: parts.optimizer,
+            optimizers: parts.optimizers,
+            current_optimizer,
             trainable: parts.trainable,
             mixed_precision: parts.mixed_precision,
             scaler: (parts.mixed_precision && device.is_cuda()).then(GradScaler::default),
         })
+    }
+
+    /// The optimizer in force.
+    pub fn optimizer(&self) -> Option<&dyn Optimizer> {
+        self.current_optimizer
+            .and_then(|i| self.optimizers.get(i))
+            .map(|slot| slot.optimizer.as_ref())
+    }
+
+    /// The optimizer in force, mutably.
+    pub fn optimizer_mut(&mut self) -> Option<&mut (dyn Optimizer + 'static)> {
+        self.current_optimizer
+            .and_then(|i| self.optimizers.get_mut(i))
+            .map(|slot| slot.optimizer.as_mut())
+    }
+
+    /// The optimizer slot in force.
+    pub fn current_slot(&self) -> Option<&OptimizerSlot> {
+        self.current_optimizer.and_then(|i| self.optimizers.get(i))
+    }
+
+    /// The index of the optimizer in force in `epoch`.
+    pub fn optimizer_at(&self, epoch: u32) -> Option<usize> {
+        self.optimizers.iter().position(|o| o.epochs.at(epoch))
+    }
+
+    /// Puts the optimizer of `epoch` in force (a model with scheduled optimizers switches;
+    /// each optimizer keeps its own state, so one that returns resumes where it was).
+    pub fn enter_epoch(&mut self, epoch: u32) {
+        self.current_optimizer = self.optimizer_at(epoch);
     }
 
     /// Every variable by name: parameters then buffers.
@@ -98,10 +146,14 @@ impl ModelSlot {
     /// Steps the optimizer with `grads`, or skips the step when they `overflow`ed; then updates
     /// the loss scale.
     pub fn apply(&mut self, grads: &[Tensor], overflow: bool) -> Result<(), String> {
-        let Some(optimizer) = self.optimizer.as_mut() else {
+        let name = &self.name;
+        let Some(optimizer) = self
+            .current_optimizer
+            .and_then(|i| self.optimizers.get_mut(i))
+            .map(|slot| &mut slot.optimizer)
+        else {
             return Err(format!(
-                "model `{}` has no optimizer to apply an update with",
-                self.name
+                "model `{name}` has no optimizer in force to apply an update with"
             ));
         };
         if !overflow {

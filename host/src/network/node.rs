@@ -4,7 +4,7 @@ use super::builtin::{GradientOp, ModelOp, UpdateOp};
 use super::keys::KeyId;
 use super::meta::MetaOp;
 use crate::plugins::handles::TensorOpHandle;
-use crate::schedule::{DsFilter, ModeFilter};
+use crate::schedule::{DsFilter, InForce, ModeFilter};
 
 /// What an op is.
 pub enum OpKind {
@@ -36,6 +36,8 @@ pub struct OpNode {
     pub modes: ModeFilter,
     /// Dataset ids it runs for.
     pub ds_ids: DsFilter,
+    /// Epochs it is in force (scheduled entries).
+    pub epochs: InForce,
     /// The op itself.
     pub kind: OpKind,
 }
@@ -62,6 +64,19 @@ impl OpNode {
             OpKind::Update(update) if update.gradients_input => Vec::new(),
             OpKind::Update(_) => self.inputs.clone(),
             OpKind::Meta(meta) => meta.children().iter().flat_map(|c| c.loss_keys()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Indices of the models this op updates (meta ops included).
+    pub fn updated_models(&self) -> Vec<usize> {
+        match &self.kind {
+            OpKind::Update(op) => vec![op.model],
+            OpKind::Meta(meta) => meta
+                .children()
+                .iter()
+                .flat_map(|c| c.updated_models())
+                .collect(),
             _ => Vec::new(),
         }
     }

@@ -10,6 +10,7 @@ use fe_plugin_api::Mode;
 use super::keys::{KeyId, Keys};
 use super::node::{OpKind, OpNode};
 use super::{slicing, Network};
+use crate::schedule::{DsFilter, InForce, ModeFilter};
 
 /// What one step of a given (mode, epoch, ds_id) does.
 #[derive(Debug, Clone)]
@@ -60,17 +61,26 @@ impl Network {
         ds_id: &str,
         desired: &BTreeSet<KeyId>,
     ) -> Result<StepPlan, String> {
-        let active = |modes: &crate::schedule::ModeFilter, ds: &crate::schedule::DsFilter| {
-            modes.contains(mode) && ds.matches(ds_id)
+        let active = |modes: &ModeFilter, ds: &DsFilter, epochs: &InForce| {
+            modes.contains(mode) && ds.matches(ds_id) && epochs.at(epoch)
         };
         let ops: Vec<usize> = (0..self.ops.len())
-            .filter(|&i| active(&self.ops[i].modes, &self.ops[i].ds_ids))
+            .filter(|&i| {
+                let op = &self.ops[i];
+                active(&op.modes, &op.ds_ids, &op.epochs)
+            })
             .collect();
         let slicers: Vec<usize> = (0..self.slicers.len())
-            .filter(|&i| active(&self.slicers[i].modes, &self.slicers[i].ds_ids))
+            .filter(|&i| {
+                let slicer = &self.slicers[i];
+                active(&slicer.modes, &slicer.ds_ids, &slicer.epochs)
+            })
             .collect();
         let post: Vec<usize> = (0..self.post.len())
-            .filter(|&i| active(&self.post[i].modes, &self.post[i].ds_ids))
+            .filter(|&i| {
+                let op = &self.post[i];
+                active(&op.modes, &op.ds_ids, &op.epochs)
+            })
             .collect();
         let slicer_refs: Vec<&slicing::SlicerNode> =
             slicers.iter().map(|&i| &self.slicers[i]).collect();

@@ -5,7 +5,7 @@ use fe_plugin_api::StepContext;
 use super::keys::{Batch, KeyId, Keys};
 use crate::error::Error;
 use crate::plugins::handles::NumpyOpHandle;
-use crate::schedule::{DsFilter, ModeFilter};
+use crate::schedule::{DsFilter, InForce, ModeFilter};
 
 /// One post-processing op.
 pub struct PostOp {
@@ -21,6 +21,8 @@ pub struct PostOp {
     pub modes: ModeFilter,
     /// Dataset ids it runs for.
     pub ds_ids: DsFilter,
+    /// Epochs it is in force (scheduled entries).
+    pub epochs: InForce,
     /// The plugin op.
     pub handle: NumpyOpHandle,
 }

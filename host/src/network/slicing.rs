@@ -6,7 +6,7 @@ use fe_plugin_api::PluginError;
 use super::keys::{Batch, KeyId, Keys};
 use crate::error::Error;
 use crate::plugins::handles::SlicerHandle;
-use crate::schedule::{DsFilter, ModeFilter};
+use crate::schedule::{DsFilter, InForce, ModeFilter};
 
 /// One slicer of the network.
 pub struct SlicerNode {
@@ -22,6 +22,8 @@ pub struct SlicerNode {
     pub modes: ModeFilter,
     /// Dataset ids it runs for.
     pub ds_ids: DsFilter,
+    /// Epochs it is in force (scheduled entries).
+    pub epochs: InForce,
     /// The plugin object.
     pub handle: SlicerHandle,
 }

@@ -11,6 +11,8 @@ mod sgd;
 use serde::de::DeserializeOwned;
 use tch::Tensor;
 
+use crate::schedule::LrSchedule;
+
 pub use adam::{Adam, AdamConfig};
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use sgd::{Sgd, SgdConfig};
@@ -44,9 +46,48 @@ pub trait Optimizer: Send {
     ) -> Result<(), String>;
 }
 
-/// Builds an optimizer from its manifest table (`type` plus hyper-parameters).
-pub fn build(table: &toml::Table) -> Result<Box<dyn Optimizer>, fe_plugin_api::Error> {
+/// An optimizer as the manifest describes it: the optimizer, and the schedule its learning
+/// rate follows when `lr` is a schedule table rather than a number.
+pub struct Configured {
+    /// The optimizer, its learning rate set to the schedule's first value.
+    pub optimizer: Box<dyn Optimizer>,
+    /// The learning-rate schedule, if any.
+    pub lr_schedule: Option<LrSchedule>,
+}
+
+/// Builds an optimizer from its manifest table (`type` plus hyper-parameters; `lr` a number
+/// or a schedule table).
+pub fn build(table: &toml::Table) -> Result<Configured, fe_plugin_api::Error> {
     let mut table = table.clone();
+    let lr_schedule = match table.get("lr") {
+        Some(toml::Value::Table(lr)) => {
+            let text = toml::to_string(lr).unwrap_or_default();
+            let schedule: LrSchedule = fe_plugin_api::parse_config(&text)
+                .map_err(|e| fe_plugin_api::Error::config(lr_field(e.field()), e.message()))?;
+            schedule.validate().map_err(|(field, message)| {
+                fe_plugin_api::Error::config(lr_field(field), message)
+            })?;
+            table.insert("lr".into(), toml::Value::Float(schedule.lr_at(1)));
+            Some(schedule)
+        }
+        _ => None,
+    };
+    let optimizer = build_optimizer(table)?;
+    Ok(Configured {
+        optimizer,
+        lr_schedule,
+    })
+}
+
+fn lr_field(field: &str) -> String {
+    if field.is_empty() {
+        "lr".to_owned()
+    } else {
+        format!("lr.{field}")
+    }
+}
+
+fn build_optimizer(mut table: toml::Table) -> Result<Box<dyn Optimizer>, fe_plugin_api::Error> {
     let kind = match table.remove("type") {
         Some(toml::Value::String(kind)) => kind,
         _ => {

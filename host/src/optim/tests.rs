@@ -37,7 +37,9 @@ fn max_difference(ours: &mut dyn Optimizer, theirs: impl OptimizerConfig, steps:
 }
 
 fn config(text: &str) -> Box<dyn Optimizer> {
-    build(&text.parse::<toml::Table>().unwrap()).unwrap()
+    build(&text.parse::<toml::Table>().unwrap())
+        .unwrap()
+        .optimizer
 }
 
 #[test]
@@ -169,4 +171,20 @@ fn undefined_gradients_leave_parameters_alone() {
     let mut sgd = config("type = 'sgd'\nlr = 1.0");
     sgd.step(&params, &[Tensor::new()]).unwrap();
     assert_eq!(params[0].double_value(&[0]), 1.0);
+}
+
+#[test]
+fn a_scheduled_lr_starts_at_its_first_value_and_names_bad_fields() {
+    let table = "type = 'sgd'\nlr = { schedule = 'step_decay', init_lr = 0.5, step_size = 2 }";
+    let configured = build(&table.parse().unwrap()).unwrap();
+    assert_eq!(configured.optimizer.lr(), 0.5);
+    let schedule = configured.lr_schedule.unwrap();
+    assert!((schedule.lr_at(3) - 0.05).abs() < 1e-12);
+    let bad = "type = 'sgd'\nlr = { schedule = 'step_decay', init_lr = 0.5, step_size = 0 }";
+    let err = build(&bad.parse().unwrap()).err().unwrap();
+    assert_eq!(err.field(), "lr.step_size");
+    let bad =
+        "type = 'sgd'\nlr = { schedule = 'step_decay', init_lr = 0.5, step_size = 2, gama = 1 }";
+    let err = build(&bad.parse().unwrap()).err().unwrap();
+    assert_eq!(err.field(), "lr.gama");
 }

@@ -20,7 +20,7 @@ use crate::network::{KeyId, Keys};
 use crate::plugins::create::{creation_error, unknown_component, Creation};
 use crate::plugins::handles::NumpyOpHandle;
 use crate::plugins::Registry;
-use crate::schedule::{DsFilter, ModeFilter};
+use crate::schedule::{DsFilter, InForce, ModeFilter, Scheduled};
 
 /// A per-sample op of the pipeline.
 pub struct PipelineOp {
@@ -34,16 +34,20 @@ pub struct PipelineOp {
     pub modes: ModeFilter,
     /// Dataset ids it runs for.
     pub ds_ids: DsFilter,
+    /// Epochs it is in force (scheduled ops).
+    pub epochs: InForce,
     /// The plugin op.
     pub handle: NumpyOpHandle,
 }
 
-/// One dataset of one mode.
+/// One dataset of one mode (a scheduled entry gives one per value).
 pub struct Dataset {
     /// Mode it feeds.
     pub mode: Mode,
     /// Its id.
     pub ds_id: String,
+    /// Epochs it is in force.
+    pub epochs: InForce,
     /// The samples.
     pub source: Arc<dyn Source>,
     /// Key ids of the source's keys.
@@ -52,12 +56,12 @@ pub struct Dataset {
 
 /// The pipeline of a run.
 pub struct Pipeline {
-    /// Datasets, in mode then ds_id order.
+    /// Datasets, in mode then ds_id order (scheduled ones once per value).
     pub datasets: Vec<Dataset>,
     /// Per-sample ops (all of them; filtered per epoch).
     pub ops: Vec<Arc<PipelineOp>>,
-    /// Samples per batch.
-    pub batch_size: usize,
+    /// Samples per batch, by epoch.
+    pub batch_size: Scheduled<u32>,
     /// Shuffle training data.
     pub shuffle: bool,
     /// Drop incomplete last batches.
@@ -74,24 +78,27 @@ impl Pipeline {
     /// Builds datasets and ops from the manifest.
     pub fn build(manifest: &Manifest, registry: &Registry, keys: &mut Keys) -> Result<Self> {
         let mut datasets = Vec::new();
-        for config in &manifest.pipeline.data {
-            let source = open_dataset(manifest, registry, config)?;
-            if source.is_empty() {
-                return Err(manifest.error_at(
-                    &config.path,
-                    format!("the {} dataset has no samples", config.mode),
-                ));
+        for entry in &manifest.pipeline.data {
+            for (config, epochs) in entry.datasets.variants() {
+                let source = open_dataset(manifest, registry, config)?;
+                if source.is_empty() {
+                    return Err(manifest.error_at(
+                        &config.path,
+                        format!("the {} dataset has no samples", entry.mode),
+                    ));
+                }
+                let key_ids = keys.intern_all(source.keys());
+                datasets.push(Dataset {
+                    mode: entry.mode,
+                    ds_id: entry.ds_id.clone(),
+                    epochs,
+                    source,
+                    keys: key_ids,
+                });
             }
-            let key_ids = keys.intern_all(source.keys());
-            datasets.push(Dataset {
-                mode: config.mode,
-                ds_id: config.ds_id.clone(),
-                source,
-                keys: key_ids,
-            });
         }
         let mut ops = Vec::new();
-        for spec in &manifest.pipeline.ops {
+        for (spec, epochs) in manifest.pipeline.ops.iter().flat_map(Scheduled::variants) {
             let Some(entry) = registry.get(ComponentKind::NumpyOp, &spec.name) else {
                 return Err(unknown_component(
                     manifest,
@@ -134,6 +141,7 @@ impl Pipeline {
                 outputs: keys.intern_all(&spec.outputs),
                 modes,
                 ds_ids: spec.ds_id.clone(),
+                epochs,
                 handle,
             }));
         }
@@ -143,7 +151,7 @@ impl Pipeline {
         Ok(Self {
             datasets,
             ops,
-            batch_size: manifest.pipeline.batch_size as usize,
+            batch_size: manifest.pipeline.batch_size.clone(),
             shuffle: manifest.pipeline.shuffle,
             drop_last: manifest.pipeline.drop_last,
             workers: manifest.pipeline.workers.unwrap_or(cores),
@@ -152,68 +160,110 @@ impl Pipeline {
         })
     }
 
-    /// The dataset ids of `mode`, in order (empty when the mode has no data).
-    pub fn ds_ids(&self, mode: Mode) -> Vec<String> {
+    /// The dataset ids of `mode` with data in `epoch`, in order (empty when the mode has no
+    /// data then).
+    pub fn ds_ids(&self, mode: Mode, epoch: u32) -> Vec<String> {
         self.datasets
             .iter()
-            .filter(|d| d.mode == mode)
+            .filter(|d| d.mode == mode && d.epochs.at(epoch))
             .map(|d| d.ds_id.clone())
             .collect()
     }
 
-    fn dataset(&self, mode: Mode, ds_id: &str) -> Option<&Dataset> {
-        self.datasets
-            .iter()
-            .find(|d| d.mode == mode && d.ds_id == ds_id)
+    /// Whether `mode` has data in any epoch of a run of `total_epochs`.
+    pub fn has_mode(&self, mode: Mode, total_epochs: u32) -> bool {
+        (1..=total_epochs.max(1)).any(|epoch| !self.ds_ids(mode, epoch).is_empty())
     }
 
-    fn active_ops(&self, mode: Mode, ds_id: &str) -> Vec<&Arc<PipelineOp>> {
+    /// Samples per batch in `epoch`.
+    pub fn batch_size_at(&self, epoch: u32) -> usize {
+        // The manifest guarantees a batch size in every epoch.
+        self.batch_size.at(epoch).copied().unwrap_or(1).max(1) as usize
+    }
+
+    fn dataset(&self, mode: Mode, epoch: u32, ds_id: &str) -> Option<&Dataset> {
+        self.datasets
+            .iter()
+            .find(|d| d.mode == mode && d.ds_id == ds_id && d.epochs.at(epoch))
+    }
+
+    fn active_ops(&self, mode: Mode, epoch: u32, ds_id: &str) -> Vec<&Arc<PipelineOp>> {
         self.ops
             .iter()
-            .filter(|op| op.modes.contains(mode) && op.ds_ids.matches(ds_id))
+            .filter(|op| op.modes.contains(mode) && op.ds_ids.matches(ds_id) && op.epochs.at(epoch))
             .collect()
     }
 
-    /// Keys a batch of `mode`/`ds_id` can hold: the dataset's and the ops' outputs.
-    pub fn available_keys(&self, mode: Mode, ds_id: &str) -> BTreeSet<KeyId> {
+    /// The ops that run on samples of `mode`/`epoch`/`ds_id`, in order.
+    pub fn ops_at(&self, mode: Mode, epoch: u32, ds_id: &str) -> Vec<&PipelineOp> {
+        self.active_ops(mode, epoch, ds_id)
+            .into_iter()
+            .map(|op| op.as_ref())
+            .collect()
+    }
+
+    /// Keys a batch of `mode`/`epoch`/`ds_id` can hold: the dataset's and the ops' outputs.
+    pub fn available_keys(&self, mode: Mode, epoch: u32, ds_id: &str) -> BTreeSet<KeyId> {
         let mut keys: BTreeSet<KeyId> = self
-            .dataset(mode, ds_id)
+            .dataset(mode, epoch, ds_id)
             .map(|d| d.keys.iter().copied().collect())
             .unwrap_or_default();
-        for op in self.active_ops(mode, ds_id) {
+        for op in self.active_ops(mode, epoch, ds_id) {
             keys.extend(op.outputs.iter().copied());
         }
         keys
     }
 
-    /// Samples in the dataset of `mode`/`ds_id`.
-    pub fn samples(&self, mode: Mode, ds_id: &str) -> u64 {
-        self.dataset(mode, ds_id)
+    /// The first op of `mode`/`epoch`/`ds_id` reading a key that neither the dataset nor an
+    /// earlier op provides, as `(op label, key id)`.
+    pub fn first_missing_input(
+        &self,
+        mode: Mode,
+        epoch: u32,
+        ds_id: &str,
+    ) -> Option<(String, KeyId)> {
+        let mut have: BTreeSet<KeyId> = self
+            .dataset(mode, epoch, ds_id)
+            .map(|d| d.keys.iter().copied().collect())?;
+        for op in self.active_ops(mode, epoch, ds_id) {
+            if let Some(missing) = op.inputs.iter().find(|k| !have.contains(k)) {
+                return Some((op.label.clone(), *missing));
+            }
+            have.extend(op.outputs.iter().copied());
+        }
+        None
+    }
+
+    /// Samples in the dataset of `mode`/`epoch`/`ds_id`.
+    pub fn samples(&self, mode: Mode, epoch: u32, ds_id: &str) -> u64 {
+        self.dataset(mode, epoch, ds_id)
             .map(|d| d.source.len())
             .unwrap_or(0)
     }
 
     /// Batches in an epoch of `mode`/`ds_id` (`steps` overrides).
-    pub fn batches(&self, mode: Mode, ds_id: &str, steps: Option<u64>) -> usize {
+    pub fn batches(&self, mode: Mode, epoch: u32, ds_id: &str, steps: Option<u64>) -> usize {
         if let Some(steps) = steps {
             return steps as usize;
         }
-        let n = self.samples(mode, ds_id) as usize;
+        let n = self.samples(mode, epoch, ds_id) as usize;
+        let batch_size = self.batch_size_at(epoch);
         if self.drop_last {
-            n / self.batch_size
+            n / batch_size
         } else {
-            n.div_ceil(self.batch_size)
+            n.div_ceil(batch_size)
         }
     }
 
     /// Dataset indices of one epoch. With `steps`, passes over the data repeat (each pass
     /// reshuffled) until `steps` batches are filled, as FastEstimator's loader does.
     pub fn order(&self, mode: Mode, epoch: u32, ds_id: &str, steps: Option<u64>) -> Vec<u64> {
-        let n = self.samples(mode, ds_id);
+        let n = self.samples(mode, epoch, ds_id);
         let shuffle = self.shuffle && mode == Mode::Train;
+        let batch_size = self.batch_size_at(epoch);
         let wanted = match steps {
-            Some(steps) => steps as usize * self.batch_size,
-            None => self.batches(mode, ds_id, None) * self.batch_size,
+            Some(steps) => steps as usize * batch_size,
+            None => self.batches(mode, epoch, ds_id, None) * batch_size,
         };
         let mut order = Vec::with_capacity(wanted.min(n as usize * 2));
         let mut pass = 0u64;
@@ -250,8 +300,8 @@ impl Pipeline {
         let batches = match steps {
             Some(steps) => steps as usize,
             None => self
-                .batches(mode, ds_id, None)
-                .min(order.len().div_ceil(self.batch_size)),
+                .batches(mode, epoch, ds_id, None)
+                .min(order.len().div_ceil(self.batch_size_at(epoch))),
         };
         self.epoch_in_order(mode, epoch, ds_id, wanted, order, batches, keys)
     }
@@ -268,11 +318,14 @@ impl Pipeline {
         batches: usize,
         keys: &Arc<Keys>,
     ) -> Result<EpochLoader> {
-        let dataset = self
-            .dataset(mode, ds_id)
-            .ok_or_else(|| Error::Internal(format!("no {mode} dataset `{ds_id}`")))?;
-        let active: Vec<Arc<PipelineOp>> =
-            self.active_ops(mode, ds_id).into_iter().cloned().collect();
+        let dataset = self.dataset(mode, epoch, ds_id).ok_or_else(|| {
+            Error::Internal(format!("no {mode} dataset `{ds_id}` in epoch {epoch}"))
+        })?;
+        let active: Vec<Arc<PipelineOp>> = self
+            .active_ops(mode, epoch, ds_id)
+            .into_iter()
+            .cloned()
+            .collect();
         let width = keys.len();
         let work = EpochWork {
             source: Arc::clone(&dataset.source),
@@ -280,7 +333,7 @@ impl Pipeline {
             ops: active,
             wanted: wanted.iter().copied().collect(),
             order,
-            batch_size: self.batch_size,
+            batch_size: self.batch_size_at(epoch),
             batches,
             mode,
             epoch,

@@ -97,6 +97,18 @@ pub fn builtins() -> Vec<ComponentInfo> {
             "",
         ),
         builtin(
+            ComponentKind::Trace,
+            "LRScheduler",
+            "Sets a model's learning rate from a schedule each step or epoch; logs <model>_lr",
+            "train",
+        ),
+        builtin(
+            ComponentKind::Trace,
+            "ReduceLROnPlateau",
+            "Multiplies a model's learning rate by `factor` when `metric` stops improving",
+            "eval",
+        ),
+        builtin(
             ComponentKind::Dataset,
             "idx",
             "IDX files (the MNIST format), one per key",

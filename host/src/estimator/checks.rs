@@ -1,0 +1,148 @@
+//! What the estimator does before the first step: every signature epoch of every mode and
+//! dataset is resolved and checked for missing keys, and (warm-up) one batch of each runs with
+//! updates off, so a mistake fails in the first second with the epoch, mode and ds_id named.
+
+use std::collections::BTreeSet;
+
+use fe_plugin_api::{Mode, StepContext};
+
+use super::report::describe_context;
+use super::traces::{self, TraceKind};
+use super::Estimator;
+use crate::error::{Error, Result};
+use crate::manifest::Manifest;
+use crate::network::KeyId;
+
+impl Estimator {
+    /// Every op, post-processing op and trace input must be provided, and every model an
+    /// `UpdateOp` trains must have an optimizer, in every signature epoch, mode and dataset.
+    pub(super) fn check_keys(&self, manifest: &Manifest) -> Result<()> {
+        let fail =
+            |message: String| Error::Manifest(format!("{}: {message}", manifest.file.display()));
+        for &epoch in &self.signature_epochs {
+            for mode in Mode::ALL {
+                for ds_id in self.pipeline.ds_ids(mode, epoch) {
+                    let where_ = describe_context(mode, epoch, &ds_id);
+                    if let Some((op, key)) = self.pipeline.first_missing_input(mode, epoch, &ds_id)
+                    {
+                        return Err(fail(format!(
+                            "{op} needs key `{}` in {where_}, but neither the dataset nor an earlier pipeline op provides it",
+                            self.keys.name(key)
+                        )));
+                    }
+                    let available = self.pipeline.available_keys(mode, epoch, &ds_id);
+                    let desired = traces::wanted_keys(&self.traces, mode, epoch, &ds_id);
+                    let plan = self
+                        .network
+                        .plan(mode, epoch, &ds_id, &desired)
+                        .map_err(fail)?;
+                    if let Some((op, key)) = self
+                        .network
+                        .first_missing_input(&plan, &available, &self.keys)
+                    {
+                        return Err(fail(format!(
+                            "{op} needs key `{key}` in {where_}, but no dataset key or earlier op provides it (available: {})",
+                            self.keys.names(available.iter().copied()).join(", ")
+                        )));
+                    }
+                    for &index in &plan.ops {
+                        let op = &self.network.ops[index];
+                        for model in op.updated_models() {
+                            let slot = &self.network.models[model];
+                            if slot.optimizer_at(epoch).is_none() {
+                                return Err(fail(format!(
+                                    "{} updates model `{}` in {where_}, but its optimizer schedule gives none then",
+                                    op.label, slot.name
+                                )));
+                            }
+                        }
+                    }
+                    let mut provided: BTreeSet<KeyId> = available;
+                    provided.extend(plan.produced.iter().copied());
+                    self.check_trace_inputs(mode, epoch, &ds_id, &provided)
+                        .map_err(fail)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Plugin traces must find their batch keys; host traces read what is there.
+    fn check_trace_inputs(
+        &self,
+        mode: Mode,
+        epoch: u32,
+        ds_id: &str,
+        provided: &BTreeSet<KeyId>,
+    ) -> std::result::Result<(), String> {
+        let active = self
+            .traces
+            .iter()
+            .filter(|t| t.active(mode, epoch, Some(ds_id)));
+        for trace in active.filter(|t| matches!(t.kind, TraceKind::Plugin(_))) {
+            for key in trace.batch_inputs() {
+                let name = self.keys.name(key);
+                let written_by_trace = self
+                    .traces
+                    .iter()
+                    .any(|t| t.output_names().iter().any(|o| o == name));
+                if !provided.contains(&key) && !written_by_trace {
+                    return Err(format!(
+                        "{} needs key `{name}` in {}, but neither the pipeline nor the network provides it (available: {})",
+                        trace.label,
+                        describe_context(mode, epoch, ds_id),
+                        self.keys.names(provided.iter().copied()).join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// FastEstimator's warm-up: one batch of every signature epoch, mode and dataset through
+    /// the network with updates off, before anything trains. Models run in inference behaviour
+    /// and libtorch's random state is restored afterwards, so the run continues exactly as
+    /// without it.
+    pub(super) fn run_warmup(&mut self) -> Result<()> {
+        let generator = crate::shim::Generator::Cpu;
+        let saved = crate::shim::generator_state(generator)
+            .map_err(|e| Error::Internal(format!("cannot save the RNG state: {e}")))?;
+        let outcome = self.warmup_batches();
+        crate::shim::set_generator_state(generator, &saved)
+            .map_err(|e| Error::Internal(format!("cannot restore the RNG state: {e}")))?;
+        outcome
+    }
+
+    fn warmup_batches(&mut self) -> Result<()> {
+        for epoch in self.signature_epochs.clone() {
+            for mode in Mode::ALL {
+                for ds_id in self.pipeline.ds_ids(mode, epoch) {
+                    let desired = traces::wanted_keys(&self.traces, mode, epoch, &ds_id);
+                    let plan = self
+                        .network
+                        .plan(mode, epoch, &ds_id, &desired)
+                        .map_err(Error::Run)?;
+                    let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
+                    wanted.extend(desired.iter().copied());
+                    let mut loader =
+                        self.pipeline
+                            .epoch(mode, epoch, &ds_id, &wanted, Some(1), &self.keys)?;
+                    let Some(batch) = loader.next() else { continue };
+                    drop(loader);
+                    let mut batch = batch?;
+                    let step = StepContext {
+                        mode,
+                        epoch,
+                        global_step: 0,
+                        batch_idx: 1,
+                        ds_id: ds_id.as_str().into(),
+                        warmup: true,
+                        seed: 0,
+                    };
+                    self.network.run_step(&plan, &mut batch, &step)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
