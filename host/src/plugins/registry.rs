@@ -115,6 +115,13 @@ pub fn builtins() -> Vec<ComponentInfo> {
             "",
         ),
     ]
+    .into_iter()
+    .chain(
+        crate::pipeline::formats::KINDS
+            .iter()
+            .map(|(name, doc)| builtin(ComponentKind::Dataset, name, doc, "")),
+    )
+    .collect()
 }
 
 impl Registry {

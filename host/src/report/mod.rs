@@ -1,0 +1,322 @@
+//! Run reports: what a run logged, written where people and tools look for it.
+//!
+//! - [`tensorboard`]: TensorBoard event files ([`EventWriter`]), and a reader for them.
+//! - [`jsonl`] and [`csv_log`]: one row per (mode, epoch) with every key logged that epoch
+//!   ([`EpochRow`]), plus per-instance rows in JSONL; each with a reader back to a [`History`].
+//! - [`plot`]: one panel per metric, one line per (run, mode), as SVG or PNG.
+//! - [`compare_runs`]: logs of several runs → one comparison plot (`fe-host logs DIR...`).
+//!
+//! Everything here is pure I/O on plain data — a [`History`] is the shape of
+//! [`Summary::history`](crate::system::Summary) — so the estimator's traces decide when to call
+//! it. Values are written losslessly ([`format_value`]) and read back bit for bit.
+
+pub mod csv_log;
+mod json;
+pub mod jsonl;
+pub mod plot;
+mod proto;
+pub mod tensorboard;
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+
+pub use csv_log::{read_csv, CsvLogger};
+pub use jsonl::{read_jsonl, InstanceId, InstanceRow, JsonlLogger};
+pub use plot::{render_svg, write_plot, RunHistory};
+pub use proto::{crc32c, masked_crc32c};
+pub use tensorboard::{read_events, Event, EventWriter, SummaryValue};
+
+use crate::error::{Error, Result};
+
+/// Logged scalars: `{mode: {key: {step: value}}}`, as in [`Summary`](crate::system::Summary).
+pub type History = BTreeMap<String, BTreeMap<String, BTreeMap<u64, f64>>>;
+
+/// One epoch of one mode: the row the per-epoch logs write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochRow {
+    /// `train`, `eval`, `test`, ...
+    pub mode: String,
+    /// The epoch, from 1.
+    pub epoch: u32,
+    /// The global step at the end of the epoch.
+    pub step: u64,
+    /// Every key logged during the epoch, with its last value.
+    pub values: BTreeMap<String, f64>,
+}
+
+impl EpochRow {
+    /// The row for `mode`'s epoch `epoch`, which covered global steps `steps`: each key's last
+    /// value in that range. The row's step is the end of the range.
+    pub fn from_history(
+        history: &History,
+        mode: &str,
+        epoch: u32,
+        steps: RangeInclusive<u64>,
+    ) -> Self {
+        let step = *steps.end();
+        let values = history
+            .get(mode)
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, series)| {
+                let (_, value) = series.range(steps.clone()).next_back()?;
+                Some((key.clone(), *value))
+            })
+            .collect();
+        Self {
+            mode: mode.to_owned(),
+            epoch,
+            step,
+            values,
+        }
+    }
+}
+
+/// Adds `row` to `history` under its mode and step.
+pub fn record_row(history: &mut History, row: &EpochRow) {
+    let keys = history.entry(row.mode.clone()).or_default();
+    for (key, value) in &row.values {
+        keys.entry(key.clone())
+            .or_default()
+            .insert(row.step, *value);
+    }
+}
+
+/// `value` as the shortest text that parses back to the same `f64` (`NaN`, `inf` and `-inf`
+/// included), with an exponent only where plain digits would be long.
+pub fn format_value(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() || (1e-5..1e16).contains(&value.abs()) {
+        format!("{value}")
+    } else {
+        format!("{value:e}")
+    }
+}
+
+/// Writes a plot comparing the runs logged at `paths` to `out` (`.svg` or `.png`).
+///
+/// Each path is a `.jsonl` or `.csv` log, or a directory whose `.jsonl` and `.csv` files are each
+/// a run (a `.csv` with the same name as a `.jsonl` is the same run and is skipped). Runs are
+/// named after their files.
+pub fn compare_runs(paths: &[PathBuf], out: &Path) -> Result<()> {
+    let runs = load_runs(paths)?;
+    write_plot(&runs, out)
+}
+
+/// Loads the runs logged at `paths` (see [`compare_runs`]), named after their files; names two
+/// runs share get their directory as a prefix.
+pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<RunHistory>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let found = log_files(path)?;
+            if found.is_empty() {
+                return Err(Error::data(
+                    path,
+                    "no .jsonl or .csv logs in this directory",
+                ));
+            }
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let stems: Vec<String> = files.iter().map(|f| file_stem(f)).collect();
+    files
+        .iter()
+        .zip(&stems)
+        .map(|(file, stem)| {
+            let name = if stems.iter().filter(|s| *s == stem).count() > 1 {
+                match file.parent().and_then(Path::file_name) {
+                    Some(dir) => format!("{}/{stem}", dir.to_string_lossy()),
+                    None => file.display().to_string(),
+                }
+            } else {
+                stem.clone()
+            };
+            Ok(RunHistory {
+                name,
+                history: read_log(file)?,
+            })
+        })
+        .collect()
+}
+
+/// Reads a `.jsonl` or `.csv` log into a [`History`].
+pub fn read_log(path: &Path) -> Result<History> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("jsonl") => read_jsonl(path),
+        Some("csv") => read_csv(path),
+        _ => Err(Error::data(
+            path,
+            "not a log: expected a .jsonl or .csv file",
+        )),
+    }
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+fn log_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        let ext = path.extension().and_then(|e| e.to_str());
+        if path.is_file() && matches!(ext, Some("jsonl" | "csv")) {
+            files.push(path);
+        }
+    }
+    let jsonl_stems: Vec<String> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "jsonl"))
+        .map(|f| file_stem(f))
+        .collect();
+    files.retain(|f| {
+        f.extension().is_some_and(|e| e == "jsonl") || !jsonl_stems.contains(&file_stem(f))
+    });
+    // read_dir's order is the file system's; runs must come out in the same order every time.
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+pub(crate) mod test_dir {
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    pub struct TestDir(PathBuf);
+
+    impl TestDir {
+        pub fn new(name: &str) -> Self {
+            static NEXT: AtomicU32 = AtomicU32::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path =
+                std::env::temp_dir().join(format!("fe-report-{name}-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            Self(path)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TestDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_dir::TestDir;
+    use super::*;
+
+    fn history(entries: &[(&str, &str, u64, f64)]) -> History {
+        let mut history = History::new();
+        for &(mode, key, step, value) in entries {
+            history
+                .entry(mode.into())
+                .or_default()
+                .entry(key.into())
+                .or_default()
+                .insert(step, value);
+        }
+        history
+    }
+
+    #[test]
+    fn an_epoch_row_takes_each_keys_last_value_within_the_epoch() {
+        let h = history(&[
+            ("train", "ce", 100, 0.9),
+            ("train", "ce", 200, 0.7),
+            ("train", "ce", 300, 0.5),
+            ("train", "lr", 100, 0.01),
+            ("train", "steps/sec", 300, 40.0),
+            ("eval", "accuracy", 200, 0.8),
+        ]);
+        let row = EpochRow::from_history(&h, "train", 2, 201..=300);
+        assert_eq!((row.mode.as_str(), row.epoch, row.step), ("train", 2, 300));
+        assert_eq!(
+            row.values.into_iter().collect::<Vec<_>>(),
+            [("ce".to_owned(), 0.5), ("steps/sec".to_owned(), 40.0)]
+        );
+        let first = EpochRow::from_history(&h, "train", 1, 1..=200);
+        assert_eq!(first.values.get("ce"), Some(&0.7));
+        assert_eq!(first.values.get("lr"), Some(&0.01));
+        assert!(EpochRow::from_history(&h, "test", 1, 1..=200)
+            .values
+            .is_empty());
+    }
+
+    #[test]
+    fn values_format_to_the_shortest_text_that_parses_back_exactly() {
+        for (value, text) in [
+            (0.98, "0.98"),
+            (3.0, "3"),
+            (-0.0, "-0"),
+            (1e-7, "1e-7"),
+            (2.5e20, "2.5e20"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-inf"),
+            (0.1 + 0.2, "0.30000000000000004"),
+        ] {
+            assert_eq!(format_value(value), text);
+        }
+        for bits in [
+            1u64,
+            0x3FB9_9999_9999_999A,
+            0x7FEF_FFFF_FFFF_FFFF,
+            0xBFF0_0000_0000_0001,
+        ] {
+            let value = f64::from_bits(bits);
+            assert_eq!(format_value(value).parse::<f64>().unwrap().to_bits(), bits);
+        }
+    }
+
+    #[test]
+    fn compare_runs_loads_files_and_directories_and_names_runs_after_them() {
+        let dir = TestDir::new("compare");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let row = |step, value| EpochRow {
+            mode: "eval".into(),
+            epoch: 1,
+            step,
+            values: [("ce".to_owned(), value)].into(),
+        };
+        let mut jsonl = JsonlLogger::create(&a.join("log.jsonl")).unwrap();
+        jsonl.write_epoch(&row(10, 0.5)).unwrap();
+        let mut csv = CsvLogger::create(&a.join("log.csv")).unwrap();
+        csv.write_epoch(&row(10, 0.5)).unwrap();
+        let mut other = CsvLogger::create(&b.join("log.csv")).unwrap();
+        other.write_epoch(&row(20, 0.25)).unwrap();
+        drop((jsonl, csv, other));
+
+        let runs = load_runs(&[a.clone(), b.join("log.csv")]).unwrap();
+        let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["a/log", "b/log"]);
+        assert_eq!(runs[1].history, history(&[("eval", "ce", 20, 0.25)]));
+
+        let out = dir.path().join("cmp.svg");
+        compare_runs(&[a.clone(), b.clone()], &out).unwrap();
+        let svg = std::fs::read_to_string(&out).unwrap();
+        assert!(svg.contains("\nce\n</text>"), "{svg}");
+
+        let empty = dir.path().join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let error = compare_runs(&[empty], &out).unwrap_err().to_string();
+        assert!(error.contains("no .jsonl or .csv logs"), "{error}");
+        let error = read_log(&dir.path().join("log.txt"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("expected a .jsonl or .csv file"), "{error}");
+    }
+}
