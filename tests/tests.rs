@@ -7,7 +7,9 @@
 #[macro_use]
 mod util;
 
+mod checkpoints;
 mod cli_errors;
+mod kill;
 mod loading;
 mod network;
 mod out_of_tree;

@@ -8,6 +8,7 @@
 //! The binary (`src/main.rs`) only parses the command line and maps [`Error`]s to exit codes;
 //! everything else lives here.
 
+pub mod checkpoint;
 pub mod cli;
 pub mod datagen;
 pub mod device;
@@ -19,6 +20,7 @@ pub mod optim;
 pub mod pipeline;
 pub mod plugins;
 pub mod render;
+pub mod report;
 pub mod rng;
 pub mod runtime;
 pub mod schedule;

@@ -53,6 +53,21 @@ impl State {
         })
     }
 
+    /// State from JSON text (empty for none) and named tensors, as a checkpoint stores it.
+    ///
+    /// ```
+    /// let state = fe_plugin_api::State::from_parts(r#"{"calls":2}"#.to_owned(), Vec::new());
+    /// assert_eq!(state.json_text(), r#"{"calls":2}"#);
+    /// ```
+    pub fn from_parts(json: String, tensors: Vec<(String, Tensor)>) -> Self {
+        Self { json, tensors }
+    }
+
+    /// Splits into JSON text and named tensors.
+    pub fn into_parts(self) -> (String, Vec<(String, Tensor)>) {
+        (self.json, self.tensors)
+    }
+
     /// Adds a named tensor.
     pub fn with_tensor(mut self, name: impl Into<String>, tensor: Tensor) -> Self {
         self.tensors.push((name.into(), tensor));

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod checkpoint;
+pub use checkpoint::CheckpointCommand;
+
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
 use crate::manifest::Manifest;
@@ -43,6 +46,9 @@ pub enum Command {
     Datagen(DatagenCommand),
     /// List the devices libtorch can use.
     Devices,
+    /// Inspect checkpoints.
+    #[command(subcommand)]
+    Checkpoint(CheckpointCommand),
 }
 
 /// Where to find plugins besides the manifest's `[plugins] paths`.
@@ -73,8 +79,20 @@ pub struct RunArgs {
     pub summary: Option<PathBuf>,
     /// Start from these weights (a directory of `<model>.safetensors`, a checkpoint
     /// directory, or a file for a single model); optimizer state starts fresh.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "resume")]
     pub load_weights: Option<PathBuf>,
+    /// Continue from a checkpoint: `latest` (the default) in the manifest's checkpoint
+    /// directory, a checkpoint directory, or another checkpoint root.
+    #[arg(long, value_name = "latest|PATH", num_args = 0..=1, default_missing_value = "latest")]
+    pub resume: Option<String>,
+    /// Resume although the manifest or plugins changed compatibly (more epochs, another log
+    /// interval, a rebuilt plugin); other changes are always refused.
+    #[arg(long, requires = "resume")]
+    pub allow_changes: bool,
+    /// Check the manifest in seconds: one training epoch of 5 steps, 2 evaluation steps, a
+    /// checkpoint saved into a temporary directory and loaded back.
+    #[arg(long, conflicts_with_all = ["resume", "load_weights", "save_weights"])]
+    pub smoke: bool,
     /// Write every model's weights into this directory when training ends.
     #[arg(long, value_name = "DIR")]
     pub save_weights: Option<PathBuf>,
@@ -204,6 +222,7 @@ pub fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+        Command::Checkpoint(command) => checkpoint::run(command),
         Command::Devices => {
             let inventory = crate::device::Inventory::probe();
             println!("cpu: {} threads", tch::get_num_threads());
@@ -244,7 +263,13 @@ fn render(args: RenderArgs) -> Result<()> {
 }
 
 fn run_manifest(args: RunArgs) -> Result<()> {
-    let manifest = load_manifest(&args.manifest, args.epochs)?;
+    let mut manifest = load_manifest(&args.manifest, args.epochs)?;
+    let smoke_dir = args
+        .smoke
+        .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
+    if let Some(dir) = &smoke_dir {
+        checkpoint::smoke_manifest(&mut manifest, dir);
+    }
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     let device = device(args.device.as_deref(), &manifest)?;
@@ -257,6 +282,21 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
     if let Some(path) = &args.load_weights {
         crate::system::weights::load(&mut estimator.network, path)?;
+    }
+    if let Some(request) = &args.resume {
+        let options = crate::estimator::checkpointing::ResumeOptions {
+            allow_changes: args.allow_changes,
+            epochs: args.epochs,
+        };
+        checkpoint::resume(&mut estimator, &manifest, request, options)?;
+    }
+    if let Some(dir) = &smoke_dir {
+        estimator.test = false;
+        let outcome = estimator
+            .fit()
+            .and_then(|()| checkpoint::smoke_reload(&mut estimator, dir));
+        let _ = std::fs::remove_dir_all(dir);
+        return outcome;
     }
     let mut outcome = estimator.fit();
     if let (Ok(()), Some(dir)) = (&outcome, &args.save_weights) {

@@ -131,6 +131,24 @@ impl HostTrace for EvalEssential {
         self.losses.iter().map(|(k, _)| *k).collect()
     }
 
+    fn state(&self) -> serde_json::Value {
+        serde_json::json!({ "best": self.best })
+    }
+
+    fn load_state(&mut self, state: serde_json::Value) -> std::result::Result<(), String> {
+        let best: Vec<Option<(f64, u32)>> = serde_json::from_value(state["best"].clone())
+            .map_err(|e| format!("invalid EvalEssential state: {e}"))?;
+        if best.len() != self.best.len() {
+            return Err(format!(
+                "EvalEssential tracked {} losses, this run tracks {}",
+                best.len(),
+                self.best.len()
+            ));
+        }
+        self.best = best;
+        Ok(())
+    }
+
     fn on_epoch_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
         self.sums.iter_mut().for_each(|s| *s = 0.0);
         self.samples.iter_mut().for_each(|s| *s = 0.0);

@@ -198,6 +198,18 @@ impl ReduceLrOnPlateau {
 }
 
 impl HostTrace for ReduceLrOnPlateau {
+    fn state(&self) -> serde_json::Value {
+        serde_json::json!({ "best": self.best, "wait": self.wait })
+    }
+
+    fn load_state(&mut self, state: serde_json::Value) -> std::result::Result<(), String> {
+        self.best = state["best"].as_f64();
+        self.wait = state["wait"]
+            .as_u64()
+            .ok_or("ReduceLROnPlateau state has no `wait`")? as u32;
+        Ok(())
+    }
+
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
         let Some(value) = cx.data.get(&self.metric).and_then(Logged::as_f64) else {
             return Ok(());

@@ -1,6 +1,7 @@
 //! The fit loop (FastEstimator's Estimator): epochs of training and evaluation, traces around
 //! every batch and epoch, checks before the first step.
 
+pub mod checkpointing;
 mod checks;
 pub mod data;
 pub mod essential;
@@ -22,6 +23,7 @@ pub use data::{Data, Logged};
 pub use report::{describe_context, describe_device};
 pub use traces::{Cx, HostTrace, TraceSlot};
 
+use crate::checkpoint::{policy, Cursor};
 use crate::error::{Error, Result};
 use crate::estimator::lr_traces::LrScheduler;
 use crate::manifest::Manifest;
@@ -60,6 +62,10 @@ pub struct Estimator {
     signature_epochs: Vec<u32>,
     /// What switches at each epoch, for the log.
     schedule_changes: BTreeMap<u32, Vec<String>>,
+    /// Checkpoint settings and the resume point.
+    pub checkpointing: checkpointing::Checkpointing,
+    /// Run the test epoch after training (when there is test data).
+    pub test: bool,
 }
 
 impl Estimator {
@@ -131,6 +137,17 @@ impl Estimator {
             .map(|epoch| (epoch, crate::render::changes::changes_at(&entries, epoch)))
             .filter(|(_, changes)| !changes.is_empty())
             .collect();
+        let checkpointing = checkpointing::Checkpointing {
+            config: manifest.checkpoint.clone(),
+            manifest_text: manifest.source.clone(),
+            plugins: registry
+                .plugins
+                .plugins
+                .iter()
+                .map(crate::checkpoint::PluginRecord::of)
+                .collect::<Result<_>>()?,
+            ..Default::default()
+        };
         let estimator = Self {
             network,
             pipeline,
@@ -143,6 +160,8 @@ impl Estimator {
             warmup: manifest.run.warmup,
             signature_epochs: manifest.signature_epochs(),
             schedule_changes,
+            checkpointing,
+            test: true,
         };
         estimator.check_keys(manifest)?;
         Ok(estimator)
@@ -158,26 +177,50 @@ impl Estimator {
 
     fn fit_inner(&mut self) -> Result<()> {
         let start = Instant::now();
+        if let Some(config) = &self.checkpointing.config {
+            crate::checkpoint::store::remove_leftovers(&config.dir)?;
+        }
         if self.warmup {
             self.run_warmup()?;
         }
         self.print_start();
         self.hooks(TraceHook::Begin)?;
-        for epoch in 1..=self.system.total_epochs {
-            self.system.epoch_idx = epoch;
-            self.network.enter_epoch(epoch);
-            self.log_schedule_changes(epoch);
-            let started = Instant::now();
-            let trained = self.run_epoch(Mode::Train)?;
-            if trained {
-                self.train_seconds += started.elapsed().as_secs_f64();
-            }
-            self.run_epoch(Mode::Eval)?;
+        let resume = self.checkpointing.resume.take();
+        let first_epoch = resume.map_or(1, |cursor| cursor.next_epoch());
+        let mut inside = match resume {
+            Some(Cursor::InEpoch {
+                ds_index,
+                batches_done,
+                ..
+            }) => Some((ds_index, batches_done)),
+            _ => None,
+        };
+        let total = self.system.total_epochs;
+        for epoch in first_epoch..=total {
             if self.system.stop_training {
                 break;
             }
+            self.system.epoch_idx = epoch;
+            self.network.enter_epoch(epoch);
+            if inside.is_none() {
+                self.log_schedule_changes(epoch);
+            }
+            let started = Instant::now();
+            let trained = self.run_epoch(Mode::Train, inside.take())?;
+            if trained {
+                self.train_seconds += started.elapsed().as_secs_f64();
+            }
+            self.run_epoch(Mode::Eval, None)?;
+            let due = self.checkpointing.config.as_ref().is_some_and(|c| {
+                policy::due_at_epoch_end(c, epoch, epoch == total || self.system.stop_training)
+            });
+            if due {
+                self.save_checkpoint(Cursor::EpochEnd { epoch })?;
+            }
         }
-        self.run_epoch(Mode::Test)?;
+        if self.test {
+            self.run_epoch(Mode::Test, None)?;
+        }
         self.hooks(TraceHook::End)?;
         self.print_finish(start.elapsed().as_secs_f64());
         Ok(())
@@ -194,17 +237,22 @@ impl Estimator {
     }
 
     /// Runs one epoch of `mode`, over each of its datasets in force; `false` when the mode
-    /// has no data this epoch (and nothing ran).
-    fn run_epoch(&mut self, mode: Mode) -> Result<bool> {
+    /// has no data this epoch (and nothing ran). `resume` continues an epoch a checkpoint was
+    /// taken in: `(dataset index, batches done)`; its `on_epoch_begin` already ran.
+    fn run_epoch(&mut self, mode: Mode, resume: Option<(usize, u64)>) -> Result<bool> {
         let epoch = self.system.epoch_idx;
         let ds_ids = self.pipeline.ds_ids(mode, epoch);
         if ds_ids.is_empty() {
             return Ok(false);
         }
         self.system.mode = Some(mode);
-        self.system.batch_idx = 0;
-        self.hooks(TraceHook::EpochBegin)?;
-        for ds_id in ds_ids {
+        if resume.is_none() {
+            self.system.batch_idx = 0;
+            self.hooks(TraceHook::EpochBegin)?;
+        }
+        let (first_ds, skip) = resume.unwrap_or((0, 0));
+        for (ds_index, ds_id) in ds_ids.into_iter().enumerate().skip(first_ds) {
+            let skip = if ds_index == first_ds { skip } else { 0 };
             self.system.ds_id = ds_id.clone();
             let desired = traces::wanted_keys(&self.traces, mode, epoch, &ds_id);
             let plan = self
@@ -214,14 +262,20 @@ impl Estimator {
             let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
             wanted.extend(desired.iter().copied());
             let steps = self.system.steps_per_epoch(mode);
-            let loader = self
-                .pipeline
-                .epoch(mode, epoch, &ds_id, &wanted, steps, &self.keys)?;
+            let loader = self.pipeline.epoch_from(
+                mode,
+                epoch,
+                &ds_id,
+                &wanted,
+                steps,
+                &self.keys,
+                skip as usize,
+            )?;
             let active: Vec<usize> = (0..self.traces.len())
                 .filter(|&i| self.traces[i].active(mode, epoch, Some(&ds_id)))
                 .collect();
             let mut data = Data::default();
-            for batch in loader {
+            for (batches_done, batch) in (skip + 1..).zip(loader) {
                 let mut batch = batch?;
                 if mode == Mode::Train {
                     self.system.global_step += 1;
@@ -242,6 +296,19 @@ impl Estimator {
                 self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;
                 if !data.nothing_logged() {
                     self.log(&data);
+                }
+                let due = mode == Mode::Train
+                    && self
+                        .checkpointing
+                        .config
+                        .as_ref()
+                        .is_some_and(|c| policy::due_after_step(c, self.system.global_step));
+                if due {
+                    self.save_checkpoint(Cursor::InEpoch {
+                        epoch,
+                        ds_index,
+                        batches_done,
+                    })?;
                 }
             }
         }

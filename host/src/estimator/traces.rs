@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 
 use abi_stable::std_types::RString;
 use fe_plugin_api::ffi::{TraceHook, TrialEvent};
-use fe_plugin_api::{ComponentKind, DeviceSpec, Mode, StepContext, TraceContext, Value, ValueRef};
+use fe_plugin_api::{
+    ComponentKind, DeviceSpec, Mode, State, StepContext, TraceContext, Value, ValueRef,
+};
 use smallvec::SmallVec;
 
 use super::data::{Data, Logged};
@@ -59,6 +61,14 @@ pub trait HostTrace {
     }
     /// After training (also after an early stop).
     fn on_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// What a checkpoint must keep for the run to continue exactly (`Null`: nothing).
+    fn state(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+    /// Restores what [`HostTrace::state`] returned.
+    fn load_state(&mut self, _state: serde_json::Value) -> std::result::Result<(), String> {
         Ok(())
     }
 }
@@ -150,6 +160,32 @@ impl TraceSlot {
                 _ => Ok(()),
             },
             TraceKind::Plugin(trace) => trace.run(hook, cx, batch),
+        }
+    }
+
+    /// Its checkpointable state (host traces keep theirs as JSON).
+    pub fn state(&self) -> std::result::Result<State, String> {
+        match &self.kind {
+            TraceKind::Plugin(trace) => trace.handle.state().map_err(|e| e.to_string()),
+            TraceKind::Host(trace) => match trace.state() {
+                serde_json::Value::Null => Ok(State::empty()),
+                json => Ok(State::from_parts(json.to_string(), Vec::new())),
+            },
+        }
+    }
+
+    /// Restores what [`TraceSlot::state`] returned.
+    pub fn load_state(&mut self, state: State) -> std::result::Result<(), String> {
+        match &mut self.kind {
+            TraceKind::Plugin(trace) => trace.handle.load_state(state).map_err(|e| e.to_string()),
+            TraceKind::Host(trace) => {
+                let json = match state.json_text() {
+                    "" => serde_json::Value::Null,
+                    text => serde_json::from_str(text)
+                        .map_err(|e| format!("invalid state JSON: {e}"))?,
+                };
+                trace.load_state(json)
+            }
         }
     }
 

@@ -29,6 +29,36 @@ pub struct RawManifest {
     /// Traces: metrics and callbacks.
     #[serde(default)]
     pub traces: Vec<toml::Table>,
+    /// When checkpoints are written and which are kept.
+    #[serde(default)]
+    pub checkpoint: Option<RawCheckpoint>,
+}
+
+/// `[checkpoint]`
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheckpoint {
+    /// Where checkpoints go, relative to the manifest (default `checkpoints`).
+    #[serde(default)]
+    pub dir: Option<String>,
+    /// Save at the end of every N-th epoch (and of the last one).
+    #[serde(default)]
+    pub every_epochs: Option<u32>,
+    /// Save after every N-th training step, mid-epoch included.
+    #[serde(default)]
+    pub every_steps: Option<u64>,
+    /// Keep the N newest checkpoints.
+    #[serde(default)]
+    pub keep_last: Option<u32>,
+    /// Keep the N best checkpoints by `monitor`.
+    #[serde(default)]
+    pub keep_best: Option<u32>,
+    /// The logged evaluation value `keep_best` ranks by.
+    #[serde(default)]
+    pub monitor: Option<String>,
+    /// `min` (default) or `max`: which `monitor` values are better.
+    #[serde(default)]
+    pub best_mode: Option<String>,
 }
 
 /// `[run]`

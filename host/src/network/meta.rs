@@ -105,4 +105,12 @@ impl MetaOp {
             MetaOp::OneOf { ops } | MetaOp::Fuse { ops } => ops.iter().collect(),
         }
     }
+
+    /// The wrapped ops, mutably.
+    pub fn children_mut(&mut self) -> Vec<&mut OpNode> {
+        match self {
+            MetaOp::Sometimes { op, .. } | MetaOp::Repeat { op, .. } => vec![op],
+            MetaOp::OneOf { ops } | MetaOp::Fuse { ops } => ops.iter_mut().collect(),
+        }
+    }
 }

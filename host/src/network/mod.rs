@@ -16,6 +16,7 @@ pub mod plan;
 pub mod post;
 pub mod precision;
 pub mod slicing;
+pub mod state;
 
 use fe_plugin_api::{PluginError, StepContext};
 use rand_chacha::rand_core::SeedableRng;

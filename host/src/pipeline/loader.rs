@@ -33,6 +33,8 @@ pub struct EpochWork {
     pub batch_size: usize,
     /// Batches in the epoch.
     pub batches: usize,
+    /// The first batch to build (a run resumed mid-epoch skips the ones it already trained on).
+    pub first_batch: usize,
     /// Mode, epoch and dataset id, for op contexts and messages.
     pub mode: Mode,
     /// Epoch.
@@ -282,6 +284,7 @@ pub struct EpochLoader {
     receivers: Vec<Receiver<Result<Batch>>>,
     threads: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
+    first: usize,
     next: usize,
     batches: usize,
 }
@@ -289,8 +292,8 @@ pub struct EpochLoader {
 impl EpochLoader {
     /// Starts `workers` threads, each keeping up to `prefetch` batches ready.
     pub fn start(work: EpochWork, workers: usize, prefetch: usize) -> Result<Self> {
-        let batches = work.batches;
-        let workers = workers.clamp(1, batches.max(1));
+        let (first, batches) = (work.first_batch.min(work.batches), work.batches);
+        let workers = workers.clamp(1, (batches - first).max(1));
         let work = Arc::new(work);
         let stop = Arc::new(AtomicBool::new(false));
         let mut receivers = Vec::with_capacity(workers);
@@ -302,7 +305,7 @@ impl EpochLoader {
                 .name(format!("fe-pipeline-{worker}"))
                 .spawn(move || {
                     let _no_grad = tch::no_grad_guard();
-                    for index in (worker..batches).step_by(workers) {
+                    for index in (first + worker..batches).step_by(workers) {
                         if halt.load(Ordering::Relaxed) {
                             break;
                         }
@@ -337,19 +340,20 @@ impl EpochLoader {
             receivers,
             threads,
             stop,
-            next: 0,
+            first,
+            next: first,
             batches,
         })
     }
 
-    /// Batches in the epoch.
+    /// Batches this loader yields.
     pub fn len(&self) -> usize {
-        self.batches
+        self.batches - self.first
     }
 
-    /// `true` when the epoch has no batch.
+    /// `true` when it yields no batch.
     pub fn is_empty(&self) -> bool {
-        self.batches == 0
+        self.len() == 0
     }
 }
 
@@ -360,7 +364,7 @@ impl Iterator for EpochLoader {
         if self.next >= self.batches || self.receivers.is_empty() {
             return None;
         }
-        let receiver = &self.receivers[self.next % self.receivers.len()];
+        let receiver = &self.receivers[(self.next - self.first) % self.receivers.len()];
         self.next += 1;
         match receiver.recv() {
             Ok(item) => Some(item),

@@ -1,6 +1,7 @@
 //! The data pipeline: datasets per mode and ds_id, per-sample NumpyOps on worker threads,
 //! seeded shuffling, batching.
 
+pub mod formats;
 pub mod idx;
 pub mod loader;
 pub mod source;
@@ -296,6 +297,23 @@ impl Pipeline {
         steps: Option<u64>,
         keys: &Arc<Keys>,
     ) -> Result<EpochLoader> {
+        self.epoch_from(mode, epoch, ds_id, wanted, steps, keys, 0)
+    }
+
+    /// Like [`Pipeline::epoch`], starting at batch `skip`: the batches are the same as the
+    /// whole epoch's from there on (order and augmentation depend on the sample, not on where
+    /// loading started), which is what resuming mid-epoch needs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn epoch_from(
+        &self,
+        mode: Mode,
+        epoch: u32,
+        ds_id: &str,
+        wanted: &BTreeSet<KeyId>,
+        steps: Option<u64>,
+        keys: &Arc<Keys>,
+        skip: usize,
+    ) -> Result<EpochLoader> {
         let order = self.order(mode, epoch, ds_id, steps);
         let batches = match steps {
             Some(steps) => steps as usize,
@@ -303,7 +321,9 @@ impl Pipeline {
                 .batches(mode, epoch, ds_id, None)
                 .min(order.len().div_ceil(self.batch_size_at(epoch))),
         };
-        self.epoch_in_order(mode, epoch, ds_id, wanted, order, batches, keys)
+        let mut loader = self.work(mode, epoch, ds_id, wanted, order, batches, keys)?;
+        loader.first_batch = skip;
+        EpochLoader::start(loader, self.workers, self.prefetch)
     }
 
     /// Starts loading the samples `order` of the dataset of `mode`/`ds_id` as `batches` batches.
@@ -318,6 +338,21 @@ impl Pipeline {
         batches: usize,
         keys: &Arc<Keys>,
     ) -> Result<EpochLoader> {
+        let work = self.work(mode, epoch, ds_id, wanted, order, batches, keys)?;
+        EpochLoader::start(work, self.workers, self.prefetch)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn work(
+        &self,
+        mode: Mode,
+        epoch: u32,
+        ds_id: &str,
+        wanted: &BTreeSet<KeyId>,
+        order: Vec<u64>,
+        batches: usize,
+        keys: &Arc<Keys>,
+    ) -> Result<EpochWork> {
         let dataset = self.dataset(mode, epoch, ds_id).ok_or_else(|| {
             Error::Internal(format!("no {mode} dataset `{ds_id}` in epoch {epoch}"))
         })?;
@@ -335,6 +370,7 @@ impl Pipeline {
             order,
             batch_size: self.batch_size_at(epoch),
             batches,
+            first_batch: 0,
             mode,
             epoch,
             ds_id: ds_id.to_owned(),
@@ -342,7 +378,7 @@ impl Pipeline {
             width,
             keys: Arc::clone(keys),
         };
-        EpochLoader::start(work, self.workers, self.prefetch)
+        Ok(work)
     }
 }
 
@@ -365,6 +401,14 @@ fn open_dataset(
         let idx: IdxConfig = fe_plugin_api::parse_config(&text)
             .map_err(|e| manifest.error_at(&config.path.join_dotted(e.field()), e.message()))?;
         return Ok(Arc::new(IdxSource::open(&idx, &manifest.dir())?));
+    }
+    if let Some(opened) = formats::open(&config.kind, &text, &manifest.dir()) {
+        return opened.map_err(|error| match error {
+            formats::OpenError::Config(e) => {
+                manifest.error_at(&config.path.join_dotted(e.field()), e.message())
+            }
+            formats::OpenError::Data(e) => e,
+        });
     }
     let creation = Creation::new(&config.path, &[], &[], DeviceSpec::CPU, manifest.run.seed);
     match registry.create_dataset(&config.kind, &text, &creation.context()) {

@@ -52,6 +52,16 @@ impl TensorOpHandle {
 pub struct NumpyOpHandle(pub NumpyOpBox);
 
 impl NumpyOpHandle {
+    /// Its checkpointable state.
+    pub fn state(&self) -> Result<State, PluginError> {
+        self.0.state().into_result().map(State::from_ffi)
+    }
+
+    /// Restores its state (numpy ops are shared by workers, so this takes `&self`).
+    pub fn load_state(&self, state: State) -> Result<(), PluginError> {
+        self.0.load_state(state.into_ffi()).into_result()
+    }
+
     /// One sample.
     pub fn forward(
         &self,
@@ -95,6 +105,16 @@ impl NumpyOpHandle {
 pub struct SlicerHandle(pub SlicerBox);
 
 impl SlicerHandle {
+    /// Its checkpointable state.
+    pub fn state(&self) -> Result<State, PluginError> {
+        self.0.state().into_result().map(State::from_ffi)
+    }
+
+    /// Restores its state.
+    pub fn load_state(&mut self, state: State) -> Result<(), PluginError> {
+        self.0.load_state(state.into_ffi()).into_result()
+    }
+
     /// Cuts one key's batch.
     pub fn slice(&mut self, key: &str, batch: &Tensor) -> Result<Vec<Tensor>, PluginError> {
         tensors(self.0.slice(RStr::from_str(key), TensorRef::from(batch)))
@@ -168,6 +188,16 @@ impl TraceHandle {
 pub struct ModelHandle(pub ModelBox);
 
 impl ModelHandle {
+    /// State the model plugin keeps besides its variables (which the host saves itself).
+    pub fn state(&self) -> Result<State, PluginError> {
+        self.0.state().into_result().map(State::from_ffi)
+    }
+
+    /// Restores that state.
+    pub fn load_state(&mut self, state: State) -> Result<(), PluginError> {
+        self.0.load_state(state.into_ffi()).into_result()
+    }
+
     /// Runs the model; `layers` asks for intermediate outputs, returned after the outputs.
     pub fn forward(
         &mut self,

@@ -27,6 +27,15 @@ impl Summary {
             .insert(step, value);
     }
 
+    /// The value of `key` in `mode` logged at `step`.
+    pub fn at(&self, mode: Mode, key: &str, step: u64) -> Option<f64> {
+        self.history
+            .get(mode.as_str())?
+            .get(key)?
+            .get(&step)
+            .copied()
+    }
+
     /// The last value of `key` in `mode`.
     pub fn last(&self, mode: Mode, key: &str) -> Option<f64> {
         self.history

@@ -7,7 +7,7 @@ use tch::Tensor;
 
 use super::tensors;
 use crate::error::{Error, Result};
-use crate::network::Network;
+use crate::network::{ModelSlot, Network};
 
 /// The weights file of model `name` in `dir`.
 pub fn file(dir: &Path, name: &str) -> PathBuf {
@@ -48,45 +48,52 @@ pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
             path: source.clone(),
             message,
         })?;
-        let problem = |message: String| Error::Checkpoint {
-            path: source.clone(),
-            message,
-        };
-        let mut expected: Vec<(String, Tensor)> = model
-            .named_variables()
-            .map(|(n, t)| (n.to_owned(), t.shallow_clone()))
-            .collect();
-        for (name, _) in &values {
-            if !expected.iter().any(|(n, _)| n == name) {
-                return Err(problem(format!(
-                    "has `{name}`, which model `{}` does not",
-                    model.name
-                )));
-            }
-        }
-        for (name, target) in &mut expected {
-            let Some((_, value)) = values.iter().find(|(n, _)| n == name) else {
-                return Err(problem(format!(
-                    "is missing `{name}` of model `{}`",
-                    model.name
-                )));
-            };
-            if value.size() != target.size() || value.kind() != target.kind() {
-                return Err(problem(format!(
-                    "`{name}` is {:?} {:?} but model `{}` has {:?} {:?}",
-                    value.kind(),
-                    value.size(),
-                    model.name,
-                    target.kind(),
-                    target.size()
-                )));
-            }
-            let _guard = tch::no_grad_guard();
-            target
-                .f_copy_(value)
-                .map_err(|e| problem(format!("`{name}`: {}", crate::tch_message(e))))?;
-        }
+        copy_into(model, &values, &source)?;
         loaded.push(source);
     }
     Ok(loaded)
+}
+
+/// Copies `values` (read from `source`) into the variables of `model`: every variable must be
+/// there with the same shape and dtype, and nothing else.
+pub fn copy_into(model: &mut ModelSlot, values: &[(String, Tensor)], source: &Path) -> Result<()> {
+    let problem = |message: String| Error::Checkpoint {
+        path: source.to_path_buf(),
+        message,
+    };
+    let mut expected: Vec<(String, Tensor)> = model
+        .named_variables()
+        .map(|(n, t)| (n.to_owned(), t.shallow_clone()))
+        .collect();
+    for (name, _) in values {
+        if !expected.iter().any(|(n, _)| n == name) {
+            return Err(problem(format!(
+                "has `{name}`, which model `{}` does not",
+                model.name
+            )));
+        }
+    }
+    for (name, target) in &mut expected {
+        let Some((_, value)) = values.iter().find(|(n, _)| n == name) else {
+            return Err(problem(format!(
+                "is missing `{name}` of model `{}`",
+                model.name
+            )));
+        };
+        if value.size() != target.size() || value.kind() != target.kind() {
+            return Err(problem(format!(
+                "`{name}` is {:?} {:?} but model `{}` has {:?} {:?}",
+                value.kind(),
+                value.size(),
+                model.name,
+                target.kind(),
+                target.size()
+            )));
+        }
+        let _guard = tch::no_grad_guard();
+        target
+            .f_copy_(value)
+            .map_err(|e| problem(format!("`{name}`: {}", crate::tch_message(e))))?;
+    }
+    Ok(())
 }

@@ -1,0 +1,213 @@
+//! What a resumed run must share with its checkpoint. Differences are split into compatible
+//! ones (more epochs, log interval, threads, device, checkpoint policy, plugin search paths, a
+//! rebuilt plugin of the same version), accepted only when the user says so, and the rest,
+//! which are always refused: the run they describe is not the one that was saved.
+
+use toml::{Table, Value};
+
+use super::PluginRecord;
+
+/// Manifest keys a resumed run may change (`--allow-changes`); everything under `checkpoint`
+/// too.
+const COMPATIBLE: [&str; 7] = [
+    "run.epochs",
+    "run.log_steps",
+    "run.threads",
+    "run.device",
+    "run.warmup",
+    "plugins.paths",
+    "plugins.sha256",
+];
+
+/// How a resumed run differs from its checkpoint.
+#[derive(Debug, Default, PartialEq)]
+pub struct Differences {
+    /// Changes a user may accept.
+    pub compatible: Vec<String>,
+    /// Changes that make resuming meaningless.
+    pub incompatible: Vec<String>,
+}
+
+impl Differences {
+    /// No difference at all.
+    pub fn is_empty(&self) -> bool {
+        self.compatible.is_empty() && self.incompatible.is_empty()
+    }
+
+    fn push(&mut self, path: &str, what: String) {
+        let compatible = path.starts_with("checkpoint") || COMPATIBLE.contains(&path);
+        if compatible {
+            self.compatible.push(what);
+        } else {
+            self.incompatible.push(what);
+        }
+    }
+
+    /// Merges `other` into these.
+    pub fn extend(&mut self, other: Differences) {
+        self.compatible.extend(other.compatible);
+        self.incompatible.extend(other.incompatible);
+    }
+
+    /// `Ok` when resuming may go on: no difference, or only compatible ones and `allow`.
+    pub fn verdict(&self, allow: bool) -> Result<(), String> {
+        if !self.incompatible.is_empty() {
+            return Err(format!(
+                "cannot resume: the run differs from the checkpoint: {}",
+                self.incompatible.join("; ")
+            ));
+        }
+        if !self.compatible.is_empty() && !allow {
+            return Err(format!(
+                "the run differs from the checkpoint: {}; pass --allow-changes to resume with these changes",
+                self.compatible.join("; ")
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Key-by-key differences between the saved manifest text and the current one. `epochs`
+/// is the current run's epoch count when the command line overrides the manifest's.
+pub fn manifest_differences(
+    saved: &str,
+    current: &str,
+    epochs: Option<u32>,
+) -> Result<Differences, String> {
+    let parse = |text: &str, which: &str| {
+        text.parse::<Table>()
+            .map_err(|e| format!("the {which} manifest is not valid TOML: {}", e.message()))
+    };
+    let (saved, mut current) = (parse(saved, "saved")?, parse(current, "current")?);
+    if let Some(epochs) = epochs {
+        let run = current
+            .entry("run")
+            .or_insert_with(|| Value::Table(Table::new()));
+        if let Value::Table(run) = run {
+            run.insert("epochs".into(), Value::Integer(epochs.into()));
+        }
+    }
+    let mut differences = Differences::default();
+    diff_tables(&saved, &current, "", &mut differences);
+    Ok(differences)
+}
+
+fn diff_tables(saved: &Table, current: &Table, prefix: &str, out: &mut Differences) {
+    let mut keys: Vec<&String> = saved.keys().chain(current.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for key in keys {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match (saved.get(key), current.get(key)) {
+            (Some(Value::Table(a)), Some(Value::Table(b))) => diff_tables(a, b, &path, out),
+            (Some(a), Some(b)) if a == b => {}
+            (a, b) => {
+                let show = |v: Option<&Value>| v.map_or("(absent)".to_owned(), short);
+                out.push(&path, format!("{path}: {} -> {}", show(a), show(b)));
+            }
+        }
+    }
+}
+
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 60 {
+        format!("{}...", text.chars().take(57).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// Differences between the plugins a checkpoint was written with and the loaded ones. A
+/// plugin that is gone or has another version is incompatible; one rebuilt at the same
+/// version (another sha256) is a compatible change. Newly added plugins do not matter.
+pub fn plugin_differences(saved: &[PluginRecord], current: &[PluginRecord]) -> Differences {
+    let mut out = Differences::default();
+    for old in saved {
+        match current.iter().find(|p| p.name == old.name) {
+            None => out.incompatible.push(format!(
+                "plugin {} {} ({}) is not loaded",
+                old.name, old.version, old.file
+            )),
+            Some(new) if new.version != old.version || new.built_against != old.built_against => {
+                out.incompatible.push(format!(
+                    "plugin {} was {} ({}) and is now {} ({})",
+                    old.name, old.version, old.built_against, new.version, new.built_against
+                ))
+            }
+            Some(new) if new.sha256 != old.sha256 => out.compatible.push(format!(
+                "plugin {} {} was rebuilt ({} has another sha256)",
+                new.name, new.version, new.file
+            )),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[run]\nepochs = 3\nseed = 1\n[pipeline]\nbatch_size = 32\n";
+
+    #[test]
+    fn identical_manifests_have_no_differences() {
+        let d = manifest_differences(BASE, BASE, None).unwrap();
+        assert!(d.is_empty());
+        assert!(d.verdict(false).is_ok());
+    }
+
+    #[test]
+    fn more_epochs_is_compatible_but_needs_consent() {
+        let more = BASE.replace("epochs = 3", "epochs = 5");
+        let d = manifest_differences(BASE, &more, None).unwrap();
+        assert_eq!(d.compatible, ["run.epochs: 3 -> 5"]);
+        let err = d.verdict(false).unwrap_err();
+        assert!(err.contains("pass --allow-changes"), "{err}");
+        assert!(d.verdict(true).is_ok());
+        // The command line's --epochs is itself explicit consent only for the epoch count.
+        let d = manifest_differences(BASE, BASE, Some(3)).unwrap();
+        assert!(d.is_empty());
+    }
+
+    #[test]
+    fn other_changes_are_refused_with_what_differs() {
+        let changed = BASE
+            .replace("batch_size = 32", "batch_size = 64")
+            .replace("seed = 1", "seed = 1\nwarmup = false");
+        let d = manifest_differences(BASE, &changed, None).unwrap();
+        assert_eq!(d.incompatible, ["pipeline.batch_size: 32 -> 64"]);
+        assert_eq!(d.compatible, ["run.warmup: (absent) -> false"]);
+        let err = d.verdict(true).unwrap_err();
+        assert!(err.contains("pipeline.batch_size: 32 -> 64"), "{err}");
+    }
+
+    fn plugin(name: &str, version: &str, sha: &str) -> PluginRecord {
+        PluginRecord {
+            name: name.into(),
+            version: version.into(),
+            file: format!("lib{name}.so"),
+            sha256: sha.into(),
+            built_against: "fe-plugin-api 0.1.0".into(),
+        }
+    }
+
+    #[test]
+    fn plugin_changes() {
+        let saved = vec![plugin("a", "1.0", "x"), plugin("b", "1.0", "y")];
+        let current = vec![plugin("a", "1.1", "x"), plugin("c", "1.0", "z")];
+        let d = plugin_differences(&saved, &current);
+        assert_eq!(d.incompatible.len(), 2, "{d:?}");
+        assert!(d.incompatible[0].contains("plugin a was 1.0"));
+        assert!(d.incompatible[1].contains("plugin b 1.0 (libb.so) is not loaded"));
+        let rebuilt = vec![plugin("a", "1.0", "new"), plugin("b", "1.0", "y")];
+        let d = plugin_differences(&saved, &rebuilt);
+        assert!(d.incompatible.is_empty());
+        assert_eq!(d.compatible.len(), 1);
+    }
+}

@@ -1,0 +1,148 @@
+//! `fe-host checkpoint ...`, `run --resume` and `run --smoke`.
+
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+
+use crate::checkpoint::{store, CheckpointInfo, Cursor};
+use crate::error::{Error, Result};
+use crate::estimator::checkpointing::ResumeOptions;
+use crate::estimator::Estimator;
+use crate::manifest::{CheckpointConfig, Manifest};
+
+/// `fe-host checkpoint ...`
+#[derive(Subcommand, Debug)]
+pub enum CheckpointCommand {
+    /// Check that a checkpoint is complete: every file present with its recorded sha256.
+    Verify {
+        /// A checkpoint directory, or a checkpoint root (its `latest` is checked).
+        path: PathBuf,
+    },
+    /// List the complete checkpoints of a checkpoint root, the newest last.
+    List {
+        /// The checkpoint root.
+        dir: PathBuf,
+    },
+}
+
+/// Runs `fe-host checkpoint ...`.
+pub fn run(command: CheckpointCommand) -> Result<()> {
+    match command {
+        CheckpointCommand::Verify { path } => {
+            let dir = crate::checkpoint::resolve(&path)?;
+            let files = store::read(&dir)?;
+            let info = read_info(&dir)?;
+            let bytes: usize = files.contents.values().map(Vec::len).sum();
+            println!(
+                "ok: {} ({} files, {} bytes, all hashes match); {}",
+                dir.display(),
+                files.contents.len() + 1,
+                bytes,
+                describe(&info)
+            );
+            Ok(())
+        }
+        CheckpointCommand::List { dir } => {
+            let latest = store::latest(&dir)?;
+            for name in store::list(&dir)? {
+                let path = dir.join(&name);
+                let info = read_info(&path)?;
+                let mark = if latest.as_deref() == Some(path.as_path()) {
+                    " (latest)"
+                } else {
+                    ""
+                };
+                println!("{name}{mark}: {}", describe(&info));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn read_info(dir: &Path) -> Result<CheckpointInfo> {
+    let path = dir.join("checkpoint.json");
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::Checkpoint {
+        path,
+        message: format!("is not what fe-host wrote: {e}"),
+    })
+}
+
+/// `step 120, inside epoch 2 (40 batches done)` or `step 160, after epoch 2; accuracy 0.97`.
+pub fn describe(info: &CheckpointInfo) -> String {
+    let at = match info.cursor {
+        Cursor::InEpoch {
+            epoch,
+            batches_done,
+            ..
+        } => format!("inside epoch {epoch} ({batches_done} batches done)"),
+        Cursor::EpochEnd { epoch } => format!("after epoch {epoch}"),
+    };
+    let monitor = info
+        .monitor
+        .as_ref()
+        .map(|(key, value)| format!("; {key} {value}"))
+        .unwrap_or_default();
+    format!("step {}, {at}{monitor}", info.step)
+}
+
+/// The checkpoint root of `manifest`: its `[checkpoint] dir`, or `checkpoints` next to it.
+pub fn root(manifest: &Manifest) -> PathBuf {
+    manifest
+        .checkpoint
+        .as_ref()
+        .map(|c| c.dir.clone())
+        .unwrap_or_else(|| manifest.dir().join("checkpoints"))
+}
+
+/// Restores `estimator` from `--resume` (`latest` means the manifest's checkpoint root) and
+/// says where it continues.
+pub fn resume(
+    estimator: &mut Estimator,
+    manifest: &Manifest,
+    request: &str,
+    options: ResumeOptions,
+) -> Result<()> {
+    let path = if request == "latest" {
+        root(manifest)
+    } else {
+        PathBuf::from(request)
+    };
+    let dir = estimator.resume(&path, options)?;
+    let info = read_info(&dir)?;
+    println!("fe-host resume: {}: {};", dir.display(), describe(&info));
+    Ok(())
+}
+
+/// What `--smoke` changes in the manifest: one epoch of a few steps, a short evaluation, and
+/// a checkpoint into `dir`.
+pub fn smoke_manifest(manifest: &mut Manifest, dir: &Path) {
+    manifest.run.epochs = 1;
+    manifest.run.train_steps_per_epoch = Some(5);
+    manifest.run.eval_steps_per_epoch = Some(2);
+    manifest.checkpoint = Some(CheckpointConfig {
+        dir: dir.to_path_buf(),
+        every_epochs: Some(1),
+        every_steps: None,
+        keep_last: None,
+        keep_best: None,
+        monitor: None,
+        maximize: false,
+    });
+}
+
+/// After a smoke run: the checkpoint it wrote loads back into the run.
+pub fn smoke_reload(estimator: &mut Estimator, dir: &Path) -> Result<()> {
+    let started = std::time::Instant::now();
+    let checkpoint = estimator.resume(dir, ResumeOptions::default())?;
+    let files = store::read(&checkpoint)?;
+    let bytes: usize = files.contents.values().map(Vec::len).sum();
+    println!(
+        "fe-host smoke: ok: trained {} steps, evaluated, saved a checkpoint ({} files, {} KiB) and reloaded it in {:.3} s;",
+        estimator.system.global_step,
+        files.contents.len() + 1,
+        bytes / 1024,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
