@@ -84,6 +84,10 @@ pub struct RunConfig {
     pub eval_steps_per_epoch: Option<u64>,
     /// Run the warm-up check before training.
     pub warmup: bool,
+    /// Where the run log and the end-of-run plot go.
+    pub log_dir: Option<PathBuf>,
+    /// How evaluation losses are averaged.
+    pub eval_loss: schema::EvalLoss,
 }
 
 /// `[plugins]`, with paths resolved against the manifest's directory.
@@ -108,6 +112,8 @@ pub struct PipelineConfig {
     pub workers: Option<usize>,
     /// Batches prepared ahead, per worker.
     pub prefetch: usize,
+    /// Page-locked batches on CUDA (`None`: yes on CUDA).
+    pub pin_memory: Option<bool>,
     /// Datasets, in mode then ds_id order.
     pub data: Vec<DatasetEntry>,
     /// Per-sample ops.
@@ -132,8 +138,11 @@ pub struct DatasetEntry {
 pub struct DatasetConfig {
     /// Where it is declared.
     pub path: KeyPath,
-    /// The reader: a built-in (`idx`) or a dataset plugin's name.
+    /// The reader: a built-in (`idx`) or a dataset plugin's name; empty with `split_from`.
     pub kind: String,
+    /// `split_from = "train"` (or `"train:ds_id"`): the dataset is samples taken out of that
+    /// one; the rest of the table says which (see `pipeline::split`).
+    pub split_from: Option<String>,
     /// The rest of the table (reader configuration).
     pub config: Table,
 }

@@ -90,6 +90,24 @@ pub struct RawRun {
     /// off, no side effects), so a broken network fails in the first second.
     #[serde(default = "yes_run")]
     pub warmup: bool,
+    /// Write `log.jsonl` (a row per epoch and mode) and, at the end, `metrics.svg` here.
+    #[serde(default)]
+    pub log_dir: Option<String>,
+    /// How evaluation losses are averaged: `per_sample` (default: every sample weighs the
+    /// same) or `per_batch` (FastEstimator's mean of batch means).
+    #[serde(default)]
+    pub eval_loss: EvalLoss,
+}
+
+/// How evaluation losses are averaged over an epoch.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EvalLoss {
+    /// Every sample weighs the same (a short last batch counts for its size).
+    #[default]
+    PerSample,
+    /// Every batch weighs the same (FastEstimator).
+    PerBatch,
 }
 
 fn yes_run() -> bool {
@@ -107,6 +125,8 @@ impl Default for RawRun {
             train_steps_per_epoch: None,
             eval_steps_per_epoch: None,
             warmup: true,
+            log_dir: None,
+            eval_loss: EvalLoss::PerSample,
         }
     }
 }
@@ -149,6 +169,9 @@ pub struct RawPipeline {
     /// Batches prepared ahead of the network, per worker.
     #[serde(default = "two")]
     pub prefetch: usize,
+    /// Collate batches into page-locked memory when training on CUDA (default: yes).
+    #[serde(default)]
+    pub pin_memory: Option<bool>,
     /// Datasets by mode: a table, or an array of tables each with a `ds_id`.
     #[serde(default)]
     pub data: BTreeMap<String, toml::Value>,

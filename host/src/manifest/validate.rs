@@ -165,6 +165,8 @@ pub(super) fn validate(
             train_steps_per_epoch: raw.run.train_steps_per_epoch,
             eval_steps_per_epoch: raw.run.eval_steps_per_epoch,
             warmup: raw.run.warmup,
+            log_dir: raw.run.log_dir.as_ref().map(|d| dir.join(d)),
+            eval_loss: raw.run.eval_loss,
         },
         plugins,
         pipeline: PipelineConfig {
@@ -173,6 +175,7 @@ pub(super) fn validate(
             drop_last: raw.pipeline.drop_last,
             workers: raw.pipeline.workers.filter(|&w| w > 0),
             prefetch: raw.pipeline.prefetch.max(1),
+            pin_memory: raw.pipeline.pin_memory,
             data,
             ops: pipeline_ops,
         },
@@ -364,7 +367,7 @@ fn datasets(data: BTreeMap<String, Value>, problems: &mut Vec<Problem>) -> Vec<D
             let parsed = parse_scheduled(
                 Value::Table(table),
                 &path,
-                |t| t.contains_key("type"),
+                |t| t.contains_key("type") || t.contains_key("split_from"),
                 |value, at| {
                     let Value::Table(mut table) = value else {
                         return Err(Problem::new(
@@ -372,15 +375,30 @@ fn datasets(data: BTreeMap<String, Value>, problems: &mut Vec<Problem>) -> Vec<D
                             "must be a dataset table (with `type`), or \"none\"",
                         ));
                     };
-                    match table.remove("type") {
-                        Some(Value::String(kind)) => Ok(DatasetConfig {
+                    match (table.remove("type"), table.remove("split_from")) {
+                        (Some(Value::String(kind)), None) => Ok(DatasetConfig {
                             path: at,
                             kind,
+                            split_from: None,
                             config: table,
                         }),
+                        (None, Some(Value::String(from))) => Ok(DatasetConfig {
+                            path: at,
+                            kind: String::new(),
+                            split_from: Some(from),
+                            config: table,
+                        }),
+                        (Some(_), Some(_)) => Err(Problem::new(
+                            at.key("split_from"),
+                            "a dataset split from another has no `type` of its own",
+                        )),
+                        (None, Some(_)) => Err(Problem::new(
+                            at.key("split_from"),
+                            "must name a mode, optionally with a dataset id: \"train\" or \"train:ds_id\"",
+                        )),
                         _ => Err(Problem::new(
                             at,
-                            "missing `type`: the dataset reader (e.g. \"idx\")",
+                            "missing `type`: the dataset reader (e.g. \"idx\"), or `split_from`: the dataset to take samples from",
                         )),
                     }
                 },

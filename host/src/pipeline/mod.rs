@@ -1,45 +1,41 @@
 //! The data pipeline: datasets per mode and ds_id, per-sample NumpyOps on worker threads,
-//! seeded shuffling, batching.
+//! filtering, seeded shuffling, batching.
 
+pub mod build;
+mod collate;
+pub mod datasets;
 pub mod formats;
 pub mod idx;
 pub mod loader;
+pub mod ops;
+pub mod order;
+mod pool;
+pub mod profile;
 pub mod source;
+pub mod split;
+mod stream;
+mod work;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use fe_plugin_api::{ComponentKind, DeviceSpec, Mode};
-use rand_chacha::rand_core::{RngCore, SeedableRng};
+use fe_plugin_api::Mode;
+use tch::Device;
 
 pub use loader::{EpochLoader, EpochWork};
+pub use ops::{BatchSpec, Flow, OpKind, PipelineOp};
 pub use source::{IdxConfig, IdxSource, PluginSource, Source};
+pub use work::{Finished, Outcome};
 
 use crate::error::{Error, Result};
-use crate::manifest::{DatasetConfig, Manifest};
+use crate::manifest::Manifest;
 use crate::network::{KeyId, Keys};
-use crate::plugins::create::{creation_error, unknown_component, Creation};
-use crate::plugins::handles::NumpyOpHandle;
 use crate::plugins::Registry;
-use crate::schedule::{DsFilter, InForce, ModeFilter, Scheduled};
-
-/// A per-sample op of the pipeline.
-pub struct PipelineOp {
-    /// `Name (pipeline.ops[i])`.
-    pub label: String,
-    /// Keys read.
-    pub inputs: Vec<KeyId>,
-    /// Keys written.
-    pub outputs: Vec<KeyId>,
-    /// Modes it runs in.
-    pub modes: ModeFilter,
-    /// Dataset ids it runs for.
-    pub ds_ids: DsFilter,
-    /// Epochs it is in force (scheduled ops).
-    pub epochs: InForce,
-    /// The plugin op.
-    pub handle: NumpyOpHandle,
-}
+use crate::schedule::{InForce, Scheduled};
+use order::{Passes, Positions};
 
 /// One dataset of one mode (a scheduled entry gives one per value).
 pub struct Dataset {
@@ -59,13 +55,13 @@ pub struct Dataset {
 pub struct Pipeline {
     /// Datasets, in mode then ds_id order (scheduled ones once per value).
     pub datasets: Vec<Dataset>,
-    /// Per-sample ops (all of them; filtered per epoch).
+    /// Ops (all of them; filtered per epoch).
     pub ops: Vec<Arc<PipelineOp>>,
-    /// Samples per batch, by epoch.
+    /// Samples per batch, by epoch (a `Batch` op may override it).
     pub batch_size: Scheduled<u32>,
     /// Shuffle training data.
     pub shuffle: bool,
-    /// Drop incomplete last batches.
+    /// Drop incomplete last batches (a `Batch` op may override it).
     pub drop_last: bool,
     /// Worker threads.
     pub workers: usize,
@@ -73,83 +69,37 @@ pub struct Pipeline {
     pub prefetch: usize,
     /// Run seed.
     pub seed: u64,
+    /// `[pipeline] pin_memory`: `None` pins on CUDA.
+    pub pin_memory: Option<bool>,
+    /// The device batches are pinned for (set by [`Pipeline::set_device`]).
+    pub pin: Option<Device>,
+    /// Pad ragged text keys with zero bytes instead of failing (for showing batches).
+    pub pad_text: bool,
 }
 
 impl Pipeline {
-    /// Builds datasets and ops from the manifest.
+    /// Builds datasets and ops from the manifest. Batches are not pinned until
+    /// [`Pipeline::set_device`] names a CUDA device.
     pub fn build(manifest: &Manifest, registry: &Registry, keys: &mut Keys) -> Result<Self> {
-        let mut datasets = Vec::new();
-        for entry in &manifest.pipeline.data {
-            for (config, epochs) in entry.datasets.variants() {
-                let source = open_dataset(manifest, registry, config)?;
-                if source.is_empty() {
-                    return Err(manifest.error_at(
-                        &config.path,
-                        format!("the {} dataset has no samples", entry.mode),
-                    ));
-                }
-                let key_ids = keys.intern_all(source.keys());
-                datasets.push(Dataset {
-                    mode: entry.mode,
-                    ds_id: entry.ds_id.clone(),
-                    epochs,
-                    source,
-                    keys: key_ids,
-                });
-            }
-        }
+        let datasets = datasets::open_all(manifest, registry)?
+            .into_iter()
+            .map(|(mode, ds_id, epochs, source)| Dataset {
+                mode,
+                ds_id,
+                epochs,
+                keys: keys.intern_all(source.keys()),
+                source,
+            })
+            .collect();
+        let builder = build::OpBuilder { manifest, registry };
         let mut ops = Vec::new();
         for (spec, epochs) in manifest.pipeline.ops.iter().flat_map(Scheduled::variants) {
-            let Some(entry) = registry.get(ComponentKind::NumpyOp, &spec.name) else {
-                return Err(unknown_component(
-                    manifest,
-                    registry,
-                    &spec.path.key("op"),
-                    ComponentKind::NumpyOp,
-                    &spec.name,
-                ));
-            };
-            let default_mode = entry.info.default_mode.to_string();
-            let creation = Creation::new(
-                &spec.path,
-                &spec.inputs,
-                &spec.outputs,
-                DeviceSpec::CPU,
-                manifest.run.seed,
-            );
-            let handle = match registry.create_numpy_op(
-                &spec.name,
-                &spec.config_text(),
-                &creation.context(),
-            ) {
-                Some(Ok(object)) => NumpyOpHandle(object),
-                Some(Err(error)) => return Err(creation_error(manifest, &spec.path, error)),
-                None => {
-                    return Err(manifest.error_at(
-                        &spec.path.key("op"),
-                        format!("`{}` cannot be used in the pipeline", spec.name),
-                    ))
-                }
-            };
-            let modes = match spec.mode {
-                Some(modes) => modes,
-                None => ModeFilter::parse_default(&default_mode)
-                    .map_err(|e| manifest.error_at(&spec.path, e))?,
-            };
-            ops.push(Arc::new(PipelineOp {
-                label: spec.label(),
-                inputs: keys.intern_all(&spec.inputs),
-                outputs: keys.intern_all(&spec.outputs),
-                modes,
-                ds_ids: spec.ds_id.clone(),
-                epochs,
-                handle,
-            }));
+            ops.push(Arc::new(builder.op(spec, epochs, keys)?));
         }
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        Ok(Self {
+        let pipeline = Self {
             datasets,
             ops,
             batch_size: manifest.pipeline.batch_size.clone(),
@@ -158,7 +108,47 @@ impl Pipeline {
             workers: manifest.pipeline.workers.unwrap_or(cores),
             prefetch: manifest.pipeline.prefetch,
             seed: manifest.run.seed,
-        })
+            pin_memory: manifest.pipeline.pin_memory,
+            pin: None,
+            pad_text: false,
+        };
+        pipeline.check_batch_ops(manifest)?;
+        Ok(pipeline)
+    }
+
+    /// Tells the pipeline where batches go: on a CUDA device (and unless `pin_memory =
+    /// false`), batches are collated into page-locked memory so the copy to the device runs
+    /// asynchronously.
+    pub fn set_device(&mut self, device: Device) {
+        self.pin = (device.is_cuda() && self.pin_memory.unwrap_or(true)).then_some(device);
+    }
+
+    /// At most one `Batch` op may apply to a mode, dataset and epoch (FastEstimator's rule).
+    fn check_batch_ops(&self, manifest: &Manifest) -> Result<()> {
+        for epoch in manifest.signature_epochs() {
+            for dataset in self.datasets.iter().filter(|d| d.epochs.at(epoch)) {
+                let batch_ops: Vec<&Arc<PipelineOp>> = self
+                    .active_ops(dataset.mode, epoch, &dataset.ds_id)
+                    .into_iter()
+                    .filter(|op| op.batch_spec().is_some())
+                    .collect();
+                if let [first, second, ..] = batch_ops.as_slice() {
+                    let which = if dataset.ds_id.is_empty() {
+                        format!("{} data", dataset.mode)
+                    } else {
+                        format!("{} dataset `{}`", dataset.mode, dataset.ds_id)
+                    };
+                    return Err(manifest.error_at(
+                        &second.path,
+                        format!(
+                            "{} and {} both batch the {which} in epoch {epoch}; at most one Batch op may apply to a mode, ds_id and epoch",
+                            first.label, second.label
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The dataset ids of `mode` with data in `epoch`, in order (empty when the mode has no
@@ -176,10 +166,28 @@ impl Pipeline {
         (1..=total_epochs.max(1)).any(|epoch| !self.ds_ids(mode, epoch).is_empty())
     }
 
-    /// Samples per batch in `epoch`.
+    /// Samples per batch in `epoch` by `[pipeline] batch_size` (see [`Pipeline::batching`]
+    /// for what a `Batch` op makes of it).
     pub fn batch_size_at(&self, epoch: u32) -> usize {
         // The manifest guarantees a batch size in every epoch.
         self.batch_size.at(epoch).copied().unwrap_or(1).max(1) as usize
+    }
+
+    /// How the data of `mode`/`epoch`/`ds_id` is batched: the `Batch` op in force there,
+    /// over the `[pipeline]` settings.
+    pub fn batching(&self, mode: Mode, epoch: u32, ds_id: &str) -> (usize, bool, Option<f64>) {
+        let spec = self
+            .active_ops(mode, epoch, ds_id)
+            .iter()
+            .find_map(|op| op.batch_spec())
+            .unwrap_or_default();
+        (
+            spec.batch_size
+                .unwrap_or_else(|| self.batch_size_at(epoch))
+                .max(1),
+            spec.drop_last.unwrap_or(self.drop_last),
+            spec.pad_value,
+        )
     }
 
     fn dataset(&self, mode: Mode, epoch: u32, ds_id: &str) -> Option<&Dataset> {
@@ -195,7 +203,7 @@ impl Pipeline {
             .collect()
     }
 
-    /// The ops that run on samples of `mode`/`epoch`/`ds_id`, in order.
+    /// The ops that run on data of `mode`/`epoch`/`ds_id`, in order.
     pub fn ops_at(&self, mode: Mode, epoch: u32, ds_id: &str) -> Vec<&PipelineOp> {
         self.active_ops(mode, epoch, ds_id)
             .into_iter()
@@ -203,7 +211,8 @@ impl Pipeline {
             .collect()
     }
 
-    /// Keys a batch of `mode`/`epoch`/`ds_id` can hold: the dataset's and the ops' outputs.
+    /// Keys a batch of `mode`/`epoch`/`ds_id` can hold: the dataset's and the ops' outputs,
+    /// less what `Delete` removed.
     pub fn available_keys(&self, mode: Mode, epoch: u32, ds_id: &str) -> BTreeSet<KeyId> {
         let mut keys: BTreeSet<KeyId> = self
             .dataset(mode, epoch, ds_id)
@@ -211,12 +220,15 @@ impl Pipeline {
             .unwrap_or_default();
         for op in self.active_ops(mode, epoch, ds_id) {
             keys.extend(op.outputs.iter().copied());
+            for key in op.deletes() {
+                keys.remove(&key);
+            }
         }
         keys
     }
 
     /// The first op of `mode`/`epoch`/`ds_id` reading a key that neither the dataset nor an
-    /// earlier op provides, as `(op label, key id)`.
+    /// earlier op provides (or that a `Delete` removed), as `(op label, key id)`.
     pub fn first_missing_input(
         &self,
         mode: Mode,
@@ -231,6 +243,9 @@ impl Pipeline {
                 return Some((op.label.clone(), *missing));
             }
             have.extend(op.outputs.iter().copied());
+            for key in op.deletes() {
+                have.remove(&key);
+            }
         }
         None
     }
@@ -242,49 +257,50 @@ impl Pipeline {
             .unwrap_or(0)
     }
 
-    /// Batches in an epoch of `mode`/`ds_id` (`steps` overrides).
+    /// Samples an epoch of `mode`/`ds_id` delivers (`steps` overrides): FastEstimator's
+    /// `samples_to_yield`.
+    fn to_yield(&self, mode: Mode, epoch: u32, ds_id: &str, steps: Option<u64>) -> u64 {
+        let (batch_size, drop_last, _) = self.batching(mode, epoch, ds_id);
+        let batch_size = batch_size as u64;
+        match steps {
+            Some(steps) => steps * batch_size,
+            None => {
+                let n = self.samples(mode, epoch, ds_id);
+                if drop_last {
+                    n - n % batch_size
+                } else {
+                    n
+                }
+            }
+        }
+    }
+
+    /// Batches in an epoch of `mode`/`ds_id` (`steps` overrides). Filters that drop samples
+    /// without replacement can make an epoch shorter than this.
     pub fn batches(&self, mode: Mode, epoch: u32, ds_id: &str, steps: Option<u64>) -> usize {
         if let Some(steps) = steps {
             return steps as usize;
         }
-        let n = self.samples(mode, epoch, ds_id) as usize;
-        let batch_size = self.batch_size_at(epoch);
-        if self.drop_last {
-            n / batch_size
+        let (batch_size, _, _) = self.batching(mode, epoch, ds_id);
+        (self.to_yield(mode, epoch, ds_id, None) as usize).div_ceil(batch_size)
+    }
+
+    fn positions(&self, mode: Mode, epoch: u32, ds_id: &str) -> Passes {
+        let n = self.samples(mode, epoch, ds_id);
+        if self.shuffle && mode == Mode::Train {
+            Passes::shuffled(n, self.seed, mode, ds_id, epoch)
         } else {
-            n.div_ceil(batch_size)
+            Passes::in_order(n)
         }
     }
 
-    /// Dataset indices of one epoch. With `steps`, passes over the data repeat (each pass
-    /// reshuffled) until `steps` batches are filled, as FastEstimator's loader does.
+    /// Dataset indices of one epoch without filters. With `steps`, passes over the data
+    /// repeat (each pass reshuffled) until `steps` batches are filled, as FastEstimator's
+    /// loader does.
     pub fn order(&self, mode: Mode, epoch: u32, ds_id: &str, steps: Option<u64>) -> Vec<u64> {
-        let n = self.samples(mode, epoch, ds_id);
-        let shuffle = self.shuffle && mode == Mode::Train;
-        let batch_size = self.batch_size_at(epoch);
-        let wanted = match steps {
-            Some(steps) => steps as usize * batch_size,
-            None => self.batches(mode, epoch, ds_id, None) * batch_size,
-        };
-        let mut order = Vec::with_capacity(wanted.min(n as usize * 2));
-        let mut pass = 0u64;
-        while order.len() < wanted && n > 0 {
-            let mut indices: Vec<u64> = (0..n).collect();
-            if shuffle {
-                let seed = crate::rng::mix(
-                    crate::rng::mix(self.seed, crate::rng::hash_str(ds_id) ^ mode as u64),
-                    crate::rng::mix(epoch as u64, pass),
-                );
-                shuffle_in_place(&mut indices, seed);
-            }
-            let take = (wanted - order.len()).min(indices.len());
-            order.extend_from_slice(&indices[..take]);
-            pass += 1;
-            if steps.is_none() {
-                break;
-            }
-        }
-        order
+        let to_yield = self.to_yield(mode, epoch, ds_id, steps);
+        self.positions(mode, epoch, ds_id)
+            .indices(0, to_yield as usize)
     }
 
     /// Starts loading one epoch; `wanted` are the keys to collate.
@@ -301,8 +317,8 @@ impl Pipeline {
     }
 
     /// Like [`Pipeline::epoch`], starting at batch `skip`: the batches are the same as the
-    /// whole epoch's from there on (order and augmentation depend on the sample, not on where
-    /// loading started), which is what resuming mid-epoch needs.
+    /// whole epoch's from there on (order, filtering and augmentation depend on the sample,
+    /// not on where loading started), which is what resuming mid-epoch needs.
     #[allow(clippy::too_many_arguments)]
     pub fn epoch_from(
         &self,
@@ -314,19 +330,18 @@ impl Pipeline {
         keys: &Arc<Keys>,
         skip: usize,
     ) -> Result<EpochLoader> {
-        let order = self.order(mode, epoch, ds_id, steps);
-        let batches = match steps {
-            Some(steps) => steps as usize,
-            None => self
-                .batches(mode, epoch, ds_id, None)
-                .min(order.len().div_ceil(self.batch_size_at(epoch))),
-        };
-        let mut loader = self.work(mode, epoch, ds_id, wanted, order, batches, keys)?;
-        loader.first_batch = skip;
-        EpochLoader::start(loader, self.workers, self.prefetch)
+        let positions = Positions::Passes(self.positions(mode, epoch, ds_id));
+        let to_yield = self.to_yield(mode, epoch, ds_id, steps);
+        let batches = self.batches(mode, epoch, ds_id, steps);
+        let mut work = self.work(
+            mode, epoch, ds_id, wanted, positions, to_yield, batches, keys,
+        )?;
+        work.first_batch = skip;
+        EpochLoader::start(work, self.workers, self.prefetch)
     }
 
-    /// Starts loading the samples `order` of the dataset of `mode`/`ds_id` as `batches` batches.
+    /// Starts loading the samples `order` of the dataset of `mode`/`ds_id` as up to `batches`
+    /// batches.
     #[allow(clippy::too_many_arguments)]
     pub fn epoch_in_order(
         &self,
@@ -338,18 +353,26 @@ impl Pipeline {
         batches: usize,
         keys: &Arc<Keys>,
     ) -> Result<EpochLoader> {
-        let work = self.work(mode, epoch, ds_id, wanted, order, batches, keys)?;
+        let (batch_size, _, _) = self.batching(mode, epoch, ds_id);
+        let to_yield = (order.len() as u64).min((batches * batch_size) as u64);
+        let batches = batches.min((to_yield as usize).div_ceil(batch_size));
+        let positions = Positions::List(Arc::new(order));
+        let work = self.work(
+            mode, epoch, ds_id, wanted, positions, to_yield, batches, keys,
+        )?;
         EpochLoader::start(work, self.workers, self.prefetch)
     }
 
+    /// Everything the workers need for an epoch of `mode`/`epoch`/`ds_id`.
     #[allow(clippy::too_many_arguments)]
-    fn work(
+    pub fn work(
         &self,
         mode: Mode,
         epoch: u32,
         ds_id: &str,
         wanted: &BTreeSet<KeyId>,
-        order: Vec<u64>,
+        positions: Positions,
+        to_yield: u64,
         batches: usize,
         keys: &Arc<Keys>,
     ) -> Result<EpochWork> {
@@ -361,85 +384,35 @@ impl Pipeline {
             .into_iter()
             .cloned()
             .collect();
-        let width = keys.len();
-        let work = EpochWork {
+        let at = active
+            .iter()
+            .position(|op| op.batch_spec().is_some())
+            .unwrap_or(active.len());
+        let batch_ops = active.get(at + 1..).map(<[_]>::to_vec).unwrap_or_default();
+        let mut ops = active;
+        ops.truncate(at);
+        let (batch_size, drop_last, pad_value) = self.batching(mode, epoch, ds_id);
+        Ok(EpochWork {
             source: Arc::clone(&dataset.source),
             source_keys: dataset.keys.clone(),
-            ops: active,
+            ops,
+            batch_ops,
             wanted: wanted.iter().copied().collect(),
-            order,
-            batch_size: self.batch_size_at(epoch),
+            positions,
+            to_yield,
+            batch_size,
+            drop_last,
+            pad_value,
+            pad_text: self.pad_text,
             batches,
             first_batch: 0,
             mode,
             epoch,
             ds_id: ds_id.to_owned(),
             seed: self.seed,
-            width,
+            width: keys.len(),
             keys: Arc::clone(keys),
-        };
-        Ok(work)
-    }
-}
-
-/// Fisher–Yates with a ChaCha stream: the same seed gives the same order on every platform.
-fn shuffle_in_place(values: &mut [u64], seed: u64) {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    for i in (1..values.len()).rev() {
-        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-        values.swap(i, j);
-    }
-}
-
-fn open_dataset(
-    manifest: &Manifest,
-    registry: &Registry,
-    config: &DatasetConfig,
-) -> Result<Arc<dyn Source>> {
-    let text = toml::to_string(&config.config).unwrap_or_default();
-    if config.kind == "idx" {
-        let idx: IdxConfig = fe_plugin_api::parse_config(&text)
-            .map_err(|e| manifest.error_at(&config.path.join_dotted(e.field()), e.message()))?;
-        return Ok(Arc::new(IdxSource::open(&idx, &manifest.dir())?));
-    }
-    if let Some(opened) = formats::open(&config.kind, &text, &manifest.dir()) {
-        return opened.map_err(|error| match error {
-            formats::OpenError::Config(e) => {
-                manifest.error_at(&config.path.join_dotted(e.field()), e.message())
-            }
-            formats::OpenError::Data(e) => e,
-        });
-    }
-    let creation = Creation::new(&config.path, &[], &[], DeviceSpec::CPU, manifest.run.seed);
-    match registry.create_dataset(&config.kind, &text, &creation.context()) {
-        Some(Ok(object)) => Ok(Arc::new(PluginSource::new(object))),
-        Some(Err(error)) => Err(creation_error(manifest, &config.path, error)),
-        None => Err(unknown_component(
-            manifest,
-            registry,
-            &config.path.key("type"),
-            ComponentKind::Dataset,
-            &config.kind,
-        )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shuffle_is_a_seeded_permutation() {
-        let mut a: Vec<u64> = (0..100).collect();
-        let mut b = a.clone();
-        shuffle_in_place(&mut a, 7);
-        shuffle_in_place(&mut b, 7);
-        assert_eq!(a, b);
-        let mut sorted = a.clone();
-        sorted.sort();
-        assert_eq!(sorted, (0..100).collect::<Vec<_>>());
-        let mut c: Vec<u64> = (0..100).collect();
-        shuffle_in_place(&mut c, 8);
-        assert_ne!(a, c);
+            pin: self.pin,
+        })
     }
 }
