@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use fe_plugin_api::{Mode, StepContext};
 
 use super::report::describe_context;
-use super::traces::{self, TraceKind};
+use super::traces::{self, TraceSlot};
 use super::Estimator;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
@@ -67,7 +67,8 @@ impl Estimator {
         Ok(())
     }
 
-    /// Plugin traces must find their batch keys; host traces read what is there.
+    /// Every active trace must find its inputs: batch keys, or what a trace that runs before
+    /// it writes (FastEstimator's strict `sort_traces`).
     fn check_trace_inputs(
         &self,
         mode: Mode,
@@ -75,28 +76,26 @@ impl Estimator {
         ds_id: &str,
         provided: &BTreeSet<KeyId>,
     ) -> std::result::Result<(), String> {
-        let active = self
+        let active: Vec<super::order::Deps> = self
             .traces
             .iter()
-            .filter(|t| t.active(mode, epoch, Some(ds_id)));
-        for trace in active.filter(|t| matches!(t.kind, TraceKind::Plugin(_))) {
-            for key in trace.batch_inputs() {
-                let name = self.keys.name(key);
-                let written_by_trace = self
-                    .traces
-                    .iter()
-                    .any(|t| t.output_names().iter().any(|o| o == name));
-                if !provided.contains(&key) && !written_by_trace {
-                    return Err(format!(
-                        "{} needs key `{name}` in {}, but neither the pipeline nor the network provides it (available: {})",
-                        trace.label,
-                        describe_context(mode, epoch, ds_id),
-                        self.keys.names(provided.iter().copied()).join(", ")
-                    ));
-                }
-            }
+            .filter(|t| t.active(mode, epoch, Some(ds_id)))
+            .map(TraceSlot::deps)
+            .collect();
+        let available: BTreeSet<String> = provided
+            .iter()
+            .map(|k| self.keys.name(*k).to_owned())
+            .collect();
+        let where_ = describe_context(mode, epoch, ds_id);
+        let provided = available.iter().cloned().collect::<Vec<_>>().join(", ");
+        match super::order::sort_traces(&active, Some(&available)) {
+            Ok(_) => Ok(()),
+            Err(super::order::OrderError::Unsatisfiable { label, missing }) => Err(format!(
+                "{label} needs {} in {where_}, but neither the pipeline, the network nor another trace provides it (available: {provided})",
+                missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+            )),
+            Err(cycle) => Err(format!("{cycle} in {where_}")),
         }
-        Ok(())
     }
 
     /// FastEstimator's warm-up: one batch of every signature epoch, mode and dataset through

@@ -13,15 +13,18 @@ use crate::network::{Batch, KeyId};
 /// Logs the training losses and steps/sec every `log_steps` steps, and epoch times.
 pub struct TrainEssential {
     losses: Vec<(KeyId, String)>,
+    /// `<model>_lr` of every trained model.
+    lr_keys: Vec<String>,
     last_log: Option<(Instant, u64)>,
     epoch_start: Option<Instant>,
 }
 
 impl TrainEssential {
-    /// Tracks the given loss keys.
-    pub fn new(losses: Vec<(KeyId, String)>) -> Self {
+    /// Tracks the given loss keys, and the learning rates of `models`.
+    pub fn new(losses: Vec<(KeyId, String)>, models: &[String]) -> Self {
         Self {
             losses,
+            lr_keys: models.iter().map(|m| format!("{m}_lr")).collect(),
             last_log: None,
             epoch_start: None,
         }
@@ -47,6 +50,21 @@ fn loss_value(batch: &Batch, key: KeyId, name: &str) -> Result<Option<f64>> {
 impl HostTrace for TrainEssential {
     fn inputs(&self) -> Vec<KeyId> {
         self.losses.iter().map(|(k, _)| *k).collect()
+    }
+
+    fn input_names(&self) -> Vec<String> {
+        self.losses.iter().map(|(_, n)| n.clone()).collect()
+    }
+
+    fn output_names(&self) -> Vec<String> {
+        let mut out = self.input_names();
+        out.extend(["steps/sec".to_owned(), "epoch_time(sec)".to_owned()]);
+        out.extend(self.lr_keys.iter().cloned());
+        out
+    }
+
+    fn essential(&self) -> bool {
+        true
     }
 
     fn on_epoch_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
@@ -108,17 +126,20 @@ impl HostTrace for TrainEssential {
 pub struct EvalEssential {
     losses: Vec<(KeyId, String)>,
     sums: Vec<f64>,
+    /// Each batch weighs 1 rather than its size (FastEstimator's average of batch means).
+    per_batch: bool,
     /// Samples each loss was seen for (a scheduled loss is absent in some epochs).
     samples: Vec<f64>,
     best: Vec<Option<(f64, u32)>>,
 }
 
 impl EvalEssential {
-    /// Tracks the given loss keys.
-    pub fn new(losses: Vec<(KeyId, String)>) -> Self {
+    /// Tracks the given loss keys; `per_batch` averages batch means instead of samples.
+    pub fn new(losses: Vec<(KeyId, String)>, per_batch: bool) -> Self {
         let n = losses.len();
         Self {
             losses,
+            per_batch,
             sums: vec![0.0; n],
             samples: vec![0.0; n],
             best: vec![None; n],
@@ -129,6 +150,21 @@ impl EvalEssential {
 impl HostTrace for EvalEssential {
     fn inputs(&self) -> Vec<KeyId> {
         self.losses.iter().map(|(k, _)| *k).collect()
+    }
+
+    fn input_names(&self) -> Vec<String> {
+        self.losses.iter().map(|(_, n)| n.clone()).collect()
+    }
+
+    fn output_names(&self) -> Vec<String> {
+        self.losses
+            .iter()
+            .flat_map(|(_, n)| [n.clone(), format!("min_{n}"), format!("since_best_{n}")])
+            .collect()
+    }
+
+    fn essential(&self) -> bool {
+        true
     }
 
     fn state(&self) -> serde_json::Value {
@@ -156,7 +192,11 @@ impl HostTrace for EvalEssential {
     }
 
     fn on_batch_end(&mut self, cx: &mut Cx<'_>, batch: &Batch) -> Result<()> {
-        let weight = cx.batch_size.max(1) as f64;
+        let weight = if self.per_batch {
+            1.0
+        } else {
+            cx.batch_size.max(1) as f64
+        };
         for (i, (key, name)) in self.losses.iter().enumerate() {
             if let Some(value) = loss_value(batch, *key, name)? {
                 self.sums[i] += value * weight;

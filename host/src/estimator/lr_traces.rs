@@ -63,6 +63,10 @@ impl LrScheduler {
 }
 
 impl HostTrace for LrScheduler {
+    fn output_names(&self) -> Vec<String> {
+        vec![self.log_key.clone()]
+    }
+
     fn on_epoch_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
         let epoch = cx.system.epoch_idx as u64;
         self.apply(cx, By::Epoch, epoch);
@@ -198,6 +202,14 @@ impl ReduceLrOnPlateau {
 }
 
 impl HostTrace for ReduceLrOnPlateau {
+    fn input_names(&self) -> Vec<String> {
+        vec![self.metric.clone()]
+    }
+
+    fn output_names(&self) -> Vec<String> {
+        vec![self.log_key.clone()]
+    }
+
     fn state(&self) -> serde_json::Value {
         serde_json::json!({ "best": self.best, "wait": self.wait })
     }

@@ -1,22 +1,27 @@
 //! The fit loop (FastEstimator's Estimator): epochs of training and evaluation, traces around
 //! every batch and epoch, checks before the first step.
 
+pub mod adapt;
 pub mod checkpointing;
 mod checks;
 pub mod data;
+mod epoch;
 pub mod essential;
+pub mod host_traces;
+pub mod io_traces;
 pub mod lr_traces;
+pub mod order;
 mod report;
 pub mod traces;
 pub mod transform;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
 use fe_plugin_api::ffi::{TraceHook, TrialEvent};
-use fe_plugin_api::{Mode, StepContext};
+use fe_plugin_api::Mode;
 use tch::Device;
 
 pub use data::{Data, Logged};
@@ -27,11 +32,12 @@ use crate::checkpoint::{policy, Cursor};
 use crate::error::{Error, Result};
 use crate::estimator::lr_traces::LrScheduler;
 use crate::manifest::Manifest;
-use crate::network::{Batch, KeyId, Keys, Network};
+use crate::network::{KeyId, Keys, Network};
 use crate::pipeline::Pipeline;
 use crate::plugins::Registry;
 use crate::schedule::ModeFilter;
 use crate::system::System;
+use epoch::{Epoch, Flow};
 
 /// Options the command line adds to the manifest.
 pub struct RunOptions {
@@ -98,7 +104,15 @@ impl Estimator {
             all.push(TraceSlot::host(
                 "TrainEssential",
                 ModeFilter::only(Mode::Train),
-                Box::new(essential::TrainEssential::new(train_losses)),
+                Box::new(essential::TrainEssential::new(
+                    train_losses,
+                    &network
+                        .models
+                        .iter()
+                        .filter(|m| !m.optimizers.is_empty())
+                        .map(|m| m.name.clone())
+                        .collect::<Vec<_>>(),
+                )),
             ));
         }
         let eval_losses = loss_names(Mode::Eval);
@@ -110,7 +124,10 @@ impl Estimator {
             all.push(TraceSlot::host(
                 "EvalEssential",
                 modes,
-                Box::new(essential::EvalEssential::new(eval_losses)),
+                Box::new(essential::EvalEssential::new(
+                    eval_losses,
+                    manifest.run.eval_loss == crate::manifest::schema::EvalLoss::PerBatch,
+                )),
             ));
         }
         // A learning rate written as a schedule in the optimizer is applied like FastEstimator's
@@ -125,6 +142,11 @@ impl Estimator {
             }
         }
         all.extend(user_traces);
+        let deps: Vec<order::Deps> = all.iter().map(TraceSlot::deps).collect();
+        let sorted = order::sort_traces(&deps, None)
+            .map_err(|e| Error::Manifest(format!("{}: {e}", manifest.file.display())))?;
+        let mut slots: Vec<Option<TraceSlot>> = all.into_iter().map(Some).collect();
+        let all: Vec<TraceSlot> = sorted.into_iter().filter_map(|i| slots[i].take()).collect();
         network.keys = keys.clone();
         let system = System::new(
             total_epochs,
@@ -184,7 +206,7 @@ impl Estimator {
             self.run_warmup()?;
         }
         self.print_start();
-        self.hooks(TraceHook::Begin)?;
+        let mut stopped = self.hooks(TraceHook::Begin)? == Flow::Stop;
         let resume = self.checkpointing.resume.take();
         let first_epoch = resume.map_or(1, |cursor| cursor.next_epoch());
         let mut inside = match resume {
@@ -197,7 +219,7 @@ impl Estimator {
         };
         let total = self.system.total_epochs;
         for epoch in first_epoch..=total {
-            if self.system.stop_training {
+            if stopped {
                 break;
             }
             self.system.epoch_idx = epoch;
@@ -206,14 +228,21 @@ impl Estimator {
                 self.log_schedule_changes(epoch);
             }
             let started = Instant::now();
-            let trained = self.run_epoch(Mode::Train, inside.take())?;
-            if trained {
+            let train = self.run_epoch(Mode::Train, inside.take())?;
+            if train != Epoch::NoData {
                 self.train_seconds += started.elapsed().as_secs_f64();
             }
-            self.run_epoch(Mode::Eval, None)?;
-            let due = self.checkpointing.config.as_ref().is_some_and(|c| {
-                policy::due_at_epoch_end(c, epoch, epoch == total || self.system.stop_training)
-            });
+            if train == Epoch::Stopped {
+                // Stopped inside training (a NaN loss, say): nothing of this epoch is kept.
+                break;
+            }
+            let eval = self.run_epoch(Mode::Eval, None)?;
+            stopped = eval == Epoch::Stopped;
+            let due = self
+                .checkpointing
+                .config
+                .as_ref()
+                .is_some_and(|c| policy::due_at_epoch_end(c, epoch, epoch == total || stopped));
             if due {
                 self.save_checkpoint(Cursor::EpochEnd { epoch })?;
             }
@@ -234,146 +263,6 @@ impl Estimator {
             }
         }
         first_error.map_or(Ok(()), Err)
-    }
-
-    /// Runs one epoch of `mode`, over each of its datasets in force; `false` when the mode
-    /// has no data this epoch (and nothing ran). `resume` continues an epoch a checkpoint was
-    /// taken in: `(dataset index, batches done)`; its `on_epoch_begin` already ran.
-    fn run_epoch(&mut self, mode: Mode, resume: Option<(usize, u64)>) -> Result<bool> {
-        let epoch = self.system.epoch_idx;
-        let ds_ids = self.pipeline.ds_ids(mode, epoch);
-        if ds_ids.is_empty() {
-            return Ok(false);
-        }
-        self.system.mode = Some(mode);
-        if resume.is_none() {
-            self.system.batch_idx = 0;
-            self.hooks(TraceHook::EpochBegin)?;
-        }
-        let (first_ds, skip) = resume.unwrap_or((0, 0));
-        for (ds_index, ds_id) in ds_ids.into_iter().enumerate().skip(first_ds) {
-            let skip = if ds_index == first_ds { skip } else { 0 };
-            self.system.ds_id = ds_id.clone();
-            let desired = traces::wanted_keys(&self.traces, mode, epoch, &ds_id);
-            let plan = self
-                .network
-                .plan(mode, epoch, &ds_id, &desired)
-                .map_err(Error::Run)?;
-            let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
-            wanted.extend(desired.iter().copied());
-            let steps = self.system.steps_per_epoch(mode);
-            let loader = self.pipeline.epoch_from(
-                mode,
-                epoch,
-                &ds_id,
-                &wanted,
-                steps,
-                &self.keys,
-                skip as usize,
-            )?;
-            let active: Vec<usize> = (0..self.traces.len())
-                .filter(|&i| self.traces[i].active(mode, epoch, Some(&ds_id)))
-                .collect();
-            let mut data = Data::default();
-            for (batches_done, batch) in (skip + 1..).zip(loader) {
-                let mut batch = batch?;
-                if mode == Mode::Train {
-                    self.system.global_step += 1;
-                }
-                self.system.batch_idx += 1;
-                let step = StepContext {
-                    mode,
-                    epoch,
-                    global_step: self.system.global_step,
-                    batch_idx: self.system.batch_idx,
-                    ds_id: ds_id.as_str().into(),
-                    warmup: false,
-                    seed: crate::rng::mix(self.pipeline.seed, self.system.global_step),
-                };
-                data.clear();
-                self.batch_hooks(TraceHook::BatchBegin, &active, &batch, &mut data)?;
-                self.network.run_step(&plan, &mut batch, &step)?;
-                self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;
-                if !data.nothing_logged() {
-                    self.log(&data);
-                }
-                let due = mode == Mode::Train
-                    && self
-                        .checkpointing
-                        .config
-                        .as_ref()
-                        .is_some_and(|c| policy::due_after_step(c, self.system.global_step));
-                if due {
-                    self.save_checkpoint(Cursor::InEpoch {
-                        epoch,
-                        ds_index,
-                        batches_done,
-                    })?;
-                }
-            }
-        }
-        self.system.ds_id.clear();
-        self.hooks(TraceHook::EpochEnd)?;
-        Ok(true)
-    }
-
-    fn batch_hooks(
-        &mut self,
-        hook: TraceHook,
-        active: &[usize],
-        batch: &Batch,
-        data: &mut Data,
-    ) -> Result<()> {
-        let Estimator {
-            traces,
-            system,
-            network,
-            ..
-        } = self;
-        let mut cx = Cx {
-            system,
-            network,
-            data,
-            batch_size: batch.size,
-        };
-        for &index in active {
-            traces[index].run(hook, &mut cx, Some(batch))?;
-        }
-        Ok(())
-    }
-
-    /// Runs an epoch-level or run-level hook on every active trace, then logs what they wrote.
-    fn hooks(&mut self, hook: TraceHook) -> Result<()> {
-        let mode = self.system.mode;
-        let epoch = self.system.epoch_idx;
-        let mut data = Data::default();
-        {
-            let Estimator {
-                traces,
-                system,
-                network,
-                ..
-            } = self;
-            let mut cx = Cx {
-                system,
-                network,
-                data: &mut data,
-                batch_size: 0,
-            };
-            for trace in traces.iter_mut() {
-                let runs = match hook {
-                    TraceHook::Begin | TraceHook::End => true,
-                    _ => mode.is_some_and(|m| trace.active(m, epoch, None)),
-                };
-                if runs {
-                    trace.run(hook, &mut cx, None)?;
-                }
-            }
-        }
-        if hook == TraceHook::EpochEnd && !data.nothing_logged() {
-            self.log_epoch(&data);
-        }
-        Ok(())
     }
 
     /// Training steps per second over all training epochs (time spent in evaluation excluded).

@@ -44,6 +44,13 @@ impl Estimator {
         }
     }
 
+    /// Prints what traces asked to tell (`fe-host EarlyStopping: ...`).
+    pub(super) fn print_notes(&mut self, notes: &[String]) {
+        for note in notes {
+            self.print(&format!("fe-host {note}"));
+        }
+    }
+
     fn print(&mut self, line: &str) {
         if !self.quiet {
             let _ = writeln!(self.out, "{line}");

@@ -11,7 +11,6 @@ use fe_plugin_api::{
 use smallvec::SmallVec;
 
 use super::data::{Data, Logged};
-use super::lr_traces::{LrScheduler, LrSchedulerConfig, ReduceLrConfig, ReduceLrOnPlateau};
 use crate::error::{Error, Result};
 use crate::manifest::{ComponentSpec, Manifest};
 use crate::network::{step_error, Batch, KeyId, Keys, Network};
@@ -31,6 +30,8 @@ pub struct Cx<'a> {
     pub data: &'a mut Data,
     /// Samples in the current batch (batch hooks).
     pub batch_size: i64,
+    /// Lines a trace wants printed (`EarlyStopping triggered ...`), shown after the hook group.
+    pub notes: &'a mut Vec<String>,
 }
 
 /// A trace implemented by the host.
@@ -38,6 +39,22 @@ pub trait HostTrace {
     /// Keys it reads from batches.
     fn inputs(&self) -> Vec<KeyId> {
         Vec::new()
+    }
+    /// Names of the keys it reads, batch keys and other traces' outputs (for the run order).
+    fn input_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Names of the keys it writes.
+    fn output_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Runs first whatever it reads (the essentials).
+    fn essential(&self) -> bool {
+        false
+    }
+    /// Reads everything traces write (the loggers): runs last.
+    fn reads_everything(&self) -> bool {
+        false
     }
     /// Before the first epoch.
     fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
@@ -139,11 +156,26 @@ impl TraceSlot {
         }
     }
 
-    /// Names of the keys it writes (plugin traces).
-    pub fn output_names(&self) -> &[String] {
+    /// Names of the keys it writes.
+    pub fn output_names(&self) -> Vec<String> {
         match &self.kind {
-            TraceKind::Plugin(p) => &p.outputs,
-            TraceKind::Host(_) => &[],
+            TraceKind::Plugin(p) => p.outputs.clone(),
+            TraceKind::Host(h) => h.output_names(),
+        }
+    }
+
+    /// What the run order needs to know of it.
+    pub fn deps(&self) -> super::order::Deps {
+        let (inputs, essential, reads_everything) = match &self.kind {
+            TraceKind::Plugin(_) => (self.input_names(), false, false),
+            TraceKind::Host(h) => (h.input_names(), h.essential(), h.reads_everything()),
+        };
+        super::order::Deps {
+            label: self.label.clone(),
+            inputs,
+            outputs: self.output_names(),
+            essential,
+            reads_everything,
         }
     }
 
@@ -297,9 +329,6 @@ impl PluginTrace {
     }
 }
 
-/// The traces fe-host implements itself, by name.
-pub const BUILTIN_TRACES: [&str; 2] = ["LRScheduler", "ReduceLROnPlateau"];
-
 /// Creates the traces of the manifest: plugin traces, and the host's own.
 pub fn build_traces(
     manifest: &Manifest,
@@ -309,91 +338,14 @@ pub fn build_traces(
 ) -> Result<Vec<TraceSlot>> {
     let mut traces = Vec::new();
     for (spec, epochs) in manifest.traces.iter().flat_map(Scheduled::variants) {
-        let mut trace = if BUILTIN_TRACES.contains(&spec.name.as_str()) {
-            build_host_trace(manifest, network, spec)?
-        } else {
-            build_trace(manifest, registry, keys, spec)?
+        let mut trace = match super::host_traces::builtin(&spec.name) {
+            Some(builtin) => super::host_traces::build(builtin, manifest, network, keys, spec)?,
+            None => build_trace(manifest, registry, keys, spec)?,
         };
         trace.epochs = epochs;
         traces.push(trace);
     }
     Ok(traces)
-}
-
-fn build_host_trace(
-    manifest: &Manifest,
-    network: &Network,
-    spec: &ComponentSpec,
-) -> Result<TraceSlot> {
-    let parse_error = |e: fe_plugin_api::Error| {
-        manifest.error_at(
-            &spec.path.join_dotted(e.field()),
-            format!("{} ({})", e.message(), spec.name),
-        )
-    };
-    let model_index = |name: &str| {
-        network
-            .models
-            .iter()
-            .position(|m| m.name == name)
-            .ok_or_else(|| {
-                let known: Vec<&str> = network.models.iter().map(|m| m.name.as_str()).collect();
-                manifest.error_at(
-                    &spec.path.key("model"),
-                    format!("unknown model `{name}` (models: {})", known.join(", ")),
-                )
-            })
-    };
-    if !spec.inputs.is_empty() || !spec.outputs.is_empty() {
-        return Err(manifest.error_at(
-            &spec.path,
-            format!("{} takes no `inputs` or `outputs`", spec.name),
-        ));
-    }
-    let (default_mode, trace): (&str, Box<dyn HostTrace>) = if spec.name == "LRScheduler" {
-        let config: LrSchedulerConfig =
-            fe_plugin_api::parse_config(&spec.config_text()).map_err(parse_error)?;
-        config.lr.validate().map_err(|(field, message)| {
-            manifest.error_at(&spec.path.key("lr").key(field), message)
-        })?;
-        let model = model_index(&config.model)?;
-        (
-            "train",
-            Box::new(LrScheduler::new(network, model, Some(config.lr))),
-        )
-    } else {
-        let config: ReduceLrConfig =
-            fe_plugin_api::parse_config(&spec.config_text()).map_err(parse_error)?;
-        let model = model_index(&config.model)?;
-        if !(config.factor > 0.0 && config.factor < 1.0) {
-            return Err(manifest.error_at(&spec.path.key("factor"), "must be between 0 and 1"));
-        }
-        let metric = match &config.metric {
-            Some(metric) => metric.clone(),
-            None => network.update_loss_key(model).ok_or_else(|| {
-                manifest.error_at(
-                    &spec.path,
-                    format!(
-                        "model `{}` is not trained with a loss; say which `metric` to watch",
-                        config.model
-                    ),
-                )
-            })?,
-        };
-        (
-            "eval",
-            Box::new(ReduceLrOnPlateau::new(network, model, metric, config)),
-        )
-    };
-    let modes = match spec.mode {
-        Some(modes) => modes,
-        None => {
-            ModeFilter::parse_default(default_mode).map_err(|e| manifest.error_at(&spec.path, e))?
-        }
-    };
-    let mut slot = TraceSlot::host(&spec.label(), modes, trace);
-    slot.ds_ids = spec.ds_id.clone();
-    Ok(slot)
 }
 
 fn build_trace(

@@ -97,18 +97,6 @@ pub fn builtins() -> Vec<ComponentInfo> {
             "",
         ),
         builtin(
-            ComponentKind::Trace,
-            "LRScheduler",
-            "Sets a model's learning rate from a schedule each step or epoch; logs <model>_lr",
-            "train",
-        ),
-        builtin(
-            ComponentKind::Trace,
-            "ReduceLROnPlateau",
-            "Multiplies a model's learning rate by `factor` when `metric` stops improving",
-            "eval",
-        ),
-        builtin(
             ComponentKind::Dataset,
             "idx",
             "IDX files (the MNIST format), one per key",
@@ -121,6 +109,12 @@ pub fn builtins() -> Vec<ComponentInfo> {
             .iter()
             .map(|(name, doc)| builtin(ComponentKind::Dataset, name, doc, "")),
     )
+    .chain(
+        crate::pipeline::build::BUILTINS
+            .iter()
+            .map(|(name, doc)| builtin(ComponentKind::NumpyOp, name, doc, "")),
+    )
+    .chain(crate::estimator::host_traces::registry_entries())
     .collect()
 }
 

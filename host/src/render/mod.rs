@@ -164,7 +164,7 @@ fn describe_trace(trace: &TraceSlot) -> String {
             names.join(", ")
         }
     };
-    format!("{}: {} -> {}", trace.label, side(&inputs), side(outputs))
+    format!("{}: {} -> {}", trace.label, side(&inputs), side(&outputs))
 }
 
 /// `1-2, 5, 7-9`.

@@ -1,0 +1,203 @@
+//! One epoch of one mode, and the trace hooks around its batches. `stop_training` is checked
+//! after every hook group, as FastEstimator's estimator does: a trace that sets it ends the run
+//! right there (`on_end` still runs).
+
+use std::collections::BTreeSet;
+
+use fe_plugin_api::ffi::TraceHook;
+use fe_plugin_api::{Mode, StepContext};
+
+use super::data::Data;
+use super::traces::{self, Cx};
+use super::Estimator;
+use crate::checkpoint::{policy, Cursor};
+use crate::error::{Error, Result};
+use crate::network::{Batch, KeyId};
+
+/// How an epoch of one mode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Epoch {
+    /// The mode has no data this epoch: nothing ran.
+    NoData,
+    /// Every batch ran.
+    Done,
+    /// A trace stopped training.
+    Stopped,
+}
+
+/// Whether to go on after a hook group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flow {
+    /// Go on.
+    Go,
+    /// A trace set `stop_training`.
+    Stop,
+}
+
+impl Estimator {
+    /// Runs one epoch of `mode` over each of its datasets in force. `resume` continues an epoch
+    /// a checkpoint was taken in: `(dataset index, batches done)`; its `on_epoch_begin` ran.
+    pub(super) fn run_epoch(&mut self, mode: Mode, resume: Option<(usize, u64)>) -> Result<Epoch> {
+        let epoch = self.system.epoch_idx;
+        let ds_ids = self.pipeline.ds_ids(mode, epoch);
+        if ds_ids.is_empty() {
+            return Ok(Epoch::NoData);
+        }
+        self.system.mode = Some(mode);
+        if resume.is_none() {
+            self.system.batch_idx = 0;
+            if self.hooks(TraceHook::EpochBegin)? == Flow::Stop {
+                return Ok(Epoch::Stopped);
+            }
+        }
+        let (first_ds, skip) = resume.unwrap_or((0, 0));
+        for (ds_index, ds_id) in ds_ids.into_iter().enumerate().skip(first_ds) {
+            let skip = if ds_index == first_ds { skip } else { 0 };
+            self.system.ds_id = ds_id.clone();
+            let desired = traces::wanted_keys(&self.traces, mode, epoch, &ds_id);
+            let plan = self
+                .network
+                .plan(mode, epoch, &ds_id, &desired)
+                .map_err(Error::Run)?;
+            let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
+            wanted.extend(desired.iter().copied());
+            let steps = self.system.steps_per_epoch(mode);
+            let loader = self.pipeline.epoch_from(
+                mode,
+                epoch,
+                &ds_id,
+                &wanted,
+                steps,
+                &self.keys,
+                skip as usize,
+            )?;
+            let active: Vec<usize> = (0..self.traces.len())
+                .filter(|&i| self.traces[i].active(mode, epoch, Some(&ds_id)))
+                .collect();
+            let mut data = Data::default();
+            for (batches_done, batch) in (skip + 1..).zip(loader) {
+                let mut batch = batch?;
+                if mode == Mode::Train {
+                    self.system.global_step += 1;
+                }
+                self.system.batch_idx += 1;
+                let step = StepContext {
+                    mode,
+                    epoch,
+                    global_step: self.system.global_step,
+                    batch_idx: self.system.batch_idx,
+                    ds_id: ds_id.as_str().into(),
+                    warmup: false,
+                    seed: crate::rng::mix(self.pipeline.seed, self.system.global_step),
+                };
+                data.clear();
+                if self.batch_hooks(TraceHook::BatchBegin, &active, &batch, &mut data)?
+                    == Flow::Stop
+                {
+                    return Ok(Epoch::Stopped);
+                }
+                self.network.run_step(&plan, &mut batch, &step)?;
+                let flow = self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;
+                if !data.nothing_logged() {
+                    self.log(&data);
+                }
+                if flow == Flow::Stop {
+                    return Ok(Epoch::Stopped);
+                }
+                let due = mode == Mode::Train
+                    && self
+                        .checkpointing
+                        .config
+                        .as_ref()
+                        .is_some_and(|c| policy::due_after_step(c, self.system.global_step));
+                if due {
+                    self.save_checkpoint(Cursor::InEpoch {
+                        epoch,
+                        ds_index,
+                        batches_done,
+                    })?;
+                }
+            }
+        }
+        self.system.ds_id.clear();
+        Ok(match self.hooks(TraceHook::EpochEnd)? {
+            Flow::Go => Epoch::Done,
+            Flow::Stop => Epoch::Stopped,
+        })
+    }
+
+    fn batch_hooks(
+        &mut self,
+        hook: TraceHook,
+        active: &[usize],
+        batch: &Batch,
+        data: &mut Data,
+    ) -> Result<Flow> {
+        let mut notes = Vec::new();
+        {
+            let Estimator {
+                traces,
+                system,
+                network,
+                ..
+            } = self;
+            let mut cx = Cx {
+                system,
+                network,
+                data,
+                batch_size: batch.size,
+                notes: &mut notes,
+            };
+            for &index in active {
+                traces[index].run(hook, &mut cx, Some(batch))?;
+            }
+        }
+        self.print_notes(&notes);
+        Ok(self.flow())
+    }
+
+    /// Runs an epoch-level or run-level hook on every active trace, then logs what they wrote.
+    pub(super) fn hooks(&mut self, hook: TraceHook) -> Result<Flow> {
+        let mode = self.system.mode;
+        let epoch = self.system.epoch_idx;
+        let mut data = Data::default();
+        let mut notes = Vec::new();
+        {
+            let Estimator {
+                traces,
+                system,
+                network,
+                ..
+            } = self;
+            let mut cx = Cx {
+                system,
+                network,
+                data: &mut data,
+                batch_size: 0,
+                notes: &mut notes,
+            };
+            for trace in traces.iter_mut() {
+                let runs = match hook {
+                    TraceHook::Begin | TraceHook::End => true,
+                    _ => mode.is_some_and(|m| trace.active(m, epoch, None)),
+                };
+                if runs {
+                    trace.run(hook, &mut cx, None)?;
+                }
+            }
+        }
+        if matches!(hook, TraceHook::EpochEnd | TraceHook::End) && !data.nothing_logged() {
+            self.log_epoch(&data);
+        }
+        self.print_notes(&notes);
+        Ok(self.flow())
+    }
+
+    fn flow(&self) -> Flow {
+        if self.system.stop_training {
+            Flow::Stop
+        } else {
+            Flow::Go
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! Traces that write what a run produces: model files (`BestModelSaver`, `ModelSaver`) and
+//! logs (`CSVLogger`, `JSONLLogger`, `TensorBoard`). Paths are relative to the manifest.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use tch::Tensor;
+
+use super::data::{Data, Logged};
+use super::lr_traces::Better;
+use super::traces::{Cx, HostTrace};
+use crate::error::{Error, Result};
+use crate::network::{Batch, KeyId, ModelSlot};
+use crate::report::{CsvLogger, EpochRow, EventWriter, InstanceId, InstanceRow, JsonlLogger};
+
+/// Writes `model`'s variables to `path` atomically (a temporary sibling renamed into place),
+/// so a crash never leaves a half-written model file.
+pub fn save_model(model: &ModelSlot, path: &Path) -> Result<()> {
+    let variables: Vec<(String, Tensor)> = model
+        .named_variables()
+        .map(|(n, t)| (n.to_owned(), t.detach()))
+        .collect();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let temp = path.with_extension(format!("tmp-{}", std::process::id()));
+    crate::system::tensors::write(&temp, &variables)?;
+    std::fs::rename(&temp, path).map_err(|e| Error::io(path, e))
+}
+
+/// `[[traces]] trace = "BestModelSaver"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BestModelSaverConfig {
+    /// The model to save.
+    pub model: String,
+    /// Where to save it (relative to the manifest).
+    pub save_dir: PathBuf,
+    /// The evaluation value to rank by; default the model's loss.
+    #[serde(default)]
+    pub metric: Option<String>,
+    /// `min` or `max`.
+    #[serde(default)]
+    pub save_best_mode: Better,
+    /// Load the best weights back into the model when training ends.
+    #[serde(default)]
+    pub load_best_final: bool,
+}
+
+/// Keeps one file, `<model>_best_<metric>.safetensors`, holding the model at its best epoch;
+/// logs `since_best_<metric>` and `<min|max>_<metric>`.
+pub struct BestModelSaver {
+    model: usize,
+    metric: String,
+    better: Better,
+    path: PathBuf,
+    load_best_final: bool,
+    best: Option<f64>,
+    since_best: u32,
+}
+
+impl BestModelSaver {
+    /// Saves model `model` (index) by `metric` into `dir`.
+    pub fn new(
+        model: (usize, &str),
+        metric: String,
+        dir: &Path,
+        config: &BestModelSaverConfig,
+    ) -> Self {
+        Self {
+            model: model.0,
+            path: dir.join(format!("{}_best_{metric}.safetensors", model.1)),
+            metric,
+            better: config.save_best_mode,
+            load_best_final: config.load_best_final,
+            best: None,
+            since_best: 0,
+        }
+    }
+
+    fn mode_name(&self) -> &'static str {
+        match self.better {
+            Better::Min => "min",
+            Better::Max => "max",
+        }
+    }
+}
+
+impl HostTrace for BestModelSaver {
+    fn input_names(&self) -> Vec<String> {
+        vec![self.metric.clone()]
+    }
+
+    fn output_names(&self) -> Vec<String> {
+        vec![
+            format!("since_best_{}", self.metric),
+            format!("{}_{}", self.mode_name(), self.metric),
+        ]
+    }
+
+    fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        let Some(value) = cx.data.get(&self.metric).and_then(Logged::as_f64) else {
+            return Ok(());
+        };
+        if self.better.improves(value, self.best, 0.0) {
+            self.best = Some(value);
+            self.since_best = 0;
+            save_model(&cx.network.models[self.model], &self.path)?;
+            cx.notes.push(format!(
+                "BestModelSaver: saved model to {}",
+                self.path.display()
+            ));
+        } else {
+            self.since_best += 1;
+        }
+        let outputs = self.output_names();
+        cx.data
+            .write(&outputs[0], Logged::Scalar(self.since_best as f64), true);
+        if let Some(best) = self.best {
+            cx.data.write(&outputs[1], Logged::Scalar(best), true);
+        }
+        Ok(())
+    }
+
+    fn on_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        if !self.load_best_final || self.best.is_none() {
+            return Ok(());
+        }
+        let values =
+            crate::system::tensors::read(&self.path).map_err(|message| Error::Checkpoint {
+                path: self.path.clone(),
+                message,
+            })?;
+        crate::system::weights::copy_into(&mut cx.network.models[self.model], &values, &self.path)?;
+        cx.notes.push(format!(
+            "BestModelSaver: restored the best weights from {}",
+            self.path.display()
+        ));
+        Ok(())
+    }
+
+    fn state(&self) -> serde_json::Value {
+        serde_json::json!({ "best": self.best, "since_best": self.since_best })
+    }
+
+    fn load_state(&mut self, state: serde_json::Value) -> std::result::Result<(), String> {
+        self.best = state["best"].as_f64();
+        self.since_best = state["since_best"].as_u64().unwrap_or(0) as u32;
+        Ok(())
+    }
+}
+
+/// `[[traces]] trace = "ModelSaver"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSaverConfig {
+    /// The model to save.
+    pub model: String,
+    /// Where to save it (relative to the manifest).
+    pub save_dir: PathBuf,
+    /// Save every N-th epoch.
+    #[serde(default = "one")]
+    pub frequency: u32,
+    /// Keep only the N newest files.
+    #[serde(default)]
+    pub max_to_keep: Option<usize>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Saves `<model>_epoch_<N>.safetensors` at the end of every `frequency`-th training epoch,
+/// keeping the newest `max_to_keep`.
+pub struct ModelSaver {
+    model: (usize, String),
+    dir: PathBuf,
+    frequency: u32,
+    max_to_keep: Option<usize>,
+    saved: Vec<PathBuf>,
+}
+
+impl ModelSaver {
+    /// Saves model `model` (index, name) into `dir`.
+    pub fn new(model: (usize, String), dir: PathBuf, config: &ModelSaverConfig) -> Self {
+        Self {
+            model,
+            dir,
+            frequency: config.frequency.max(1),
+            max_to_keep: config.max_to_keep,
+            saved: Vec::new(),
+        }
+    }
+}
+
+impl HostTrace for ModelSaver {
+    fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        let epoch = cx.system.epoch_idx;
+        if epoch % self.frequency != 0 {
+            return Ok(());
+        }
+        let path = self
+            .dir
+            .join(format!("{}_epoch_{epoch}.safetensors", self.model.1));
+        save_model(&cx.network.models[self.model.0], &path)?;
+        self.saved.push(path);
+        if let Some(keep) = self.max_to_keep {
+            while self.saved.len() > keep {
+                let old = self.saved.remove(0);
+                std::fs::remove_file(&old).map_err(|e| Error::io(&old, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&self) -> serde_json::Value {
+        serde_json::json!({ "saved": self.saved })
+    }
+
+    fn load_state(&mut self, state: serde_json::Value) -> std::result::Result<(), String> {
+        self.saved = serde_json::from_value(state["saved"].clone()).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// The scalars of `data` worth a log row: every logged number, or only `monitor` keys.
+fn scalars(data: &Data, monitor: &Option<Vec<String>>) -> BTreeMap<String, f64> {
+    data.logged()
+        .filter(|e| monitor.as_ref().is_none_or(|keys| keys.contains(&e.key)))
+        .filter_map(|e| e.value.as_f64().map(|v| (e.key.clone(), v)))
+        .collect()
+}
+
+fn epoch_row(cx: &Cx<'_>, values: BTreeMap<String, f64>) -> EpochRow {
+    EpochRow {
+        mode: cx.system.mode.map_or("train".to_owned(), |m| m.to_string()),
+        epoch: cx.system.epoch_idx,
+        step: cx.system.global_step,
+        values,
+    }
+}
+
+/// `[[traces]] trace = "CSVLogger"` or `"JSONLLogger"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggerConfig {
+    /// The log file (relative to the manifest).
+    pub filename: PathBuf,
+    /// Only these keys (default: everything logged).
+    #[serde(default)]
+    pub monitor_names: Option<Vec<String>>,
+    /// JSONL only: the batch key identifying each sample, for per-instance rows.
+    #[serde(default)]
+    pub instance_id_key: Option<String>,
+    /// JSONL only: per-sample batch keys written in per-instance rows.
+    #[serde(default)]
+    pub instance_keys: Vec<String>,
+}
+
+/// Where a logger writes.
+pub enum LogFile {
+    /// A CSV file: one row per (mode, epoch).
+    Csv(CsvLogger),
+    /// A JSONL file: one row per (mode, epoch), and per instance when asked.
+    Jsonl(JsonlLogger),
+}
+
+/// Writes one row per epoch and mode with everything logged in it (FastEstimator's
+/// `CSVLogger`), and with JSONL optionally one row per sample.
+pub struct EpochLogger {
+    file: LogFile,
+    monitor: Option<Vec<String>>,
+    /// `(id key, [(value key, name)])`.
+    instances: Option<(KeyId, Vec<(KeyId, String)>)>,
+}
+
+impl EpochLogger {
+    /// Logs into `file`.
+    pub fn new(
+        file: LogFile,
+        monitor: Option<Vec<String>>,
+        instances: Option<(KeyId, Vec<(KeyId, String)>)>,
+    ) -> Self {
+        Self {
+            file,
+            monitor,
+            instances,
+        }
+    }
+
+    fn instance_rows(&self, cx: &Cx<'_>, batch: &Batch) -> Result<Vec<InstanceRow>> {
+        let Some((id_key, keys)) = &self.instances else {
+            return Ok(Vec::new());
+        };
+        let Some(ids) = batch.get(*id_key) else {
+            return Ok(Vec::new());
+        };
+        let n = batch.size.max(0) as usize;
+        let read = |t: &Tensor| -> Vec<f64> {
+            t.f_to_kind(tch::Kind::Double)
+                .and_then(|t| t.f_reshape([t.size().first().copied().unwrap_or(0), -1]))
+                .and_then(|t| t.f_select(1, 0))
+                .ok()
+                .and_then(|t| Vec::<f64>::try_from(&t).ok())
+                .unwrap_or_default()
+        };
+        let id_values = read(ids);
+        let columns: Vec<(String, Vec<f64>)> = keys
+            .iter()
+            .filter_map(|(key, name)| batch.get(*key).map(|t| (name.clone(), read(t))))
+            .filter(|(_, values)| values.len() == n)
+            .collect();
+        let base = epoch_row(cx, BTreeMap::new());
+        Ok((0..n.min(id_values.len()))
+            .map(|i| InstanceRow {
+                mode: base.mode.clone(),
+                epoch: base.epoch,
+                step: base.step,
+                id: InstanceId::Int(id_values[i] as i64),
+                values: columns.iter().map(|(k, v)| (k.clone(), v[i])).collect(),
+            })
+            .collect())
+    }
+}
+
+impl HostTrace for EpochLogger {
+    fn inputs(&self) -> Vec<KeyId> {
+        match &self.instances {
+            Some((id, keys)) => std::iter::once(*id)
+                .chain(keys.iter().map(|(k, _)| *k))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    fn reads_everything(&self) -> bool {
+        true
+    }
+
+    fn on_batch_end(&mut self, cx: &mut Cx<'_>, batch: &Batch) -> Result<()> {
+        let rows = self.instance_rows(cx, batch)?;
+        if let LogFile::Jsonl(file) = &mut self.file {
+            for row in &rows {
+                file.write_instance(row)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        let values = scalars(cx.data, &self.monitor);
+        if values.is_empty() {
+            return Ok(());
+        }
+        let row = epoch_row(cx, values);
+        match &mut self.file {
+            LogFile::Csv(file) => file.write_epoch(&row),
+            LogFile::Jsonl(file) => file.write_epoch(&row),
+        }
+    }
+
+    fn on_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        match &mut self.file {
+            LogFile::Jsonl(file) => file.flush(),
+            LogFile::Csv(_) => Ok(()),
+        }
+    }
+}
+
+/// `[[traces]] trace = "TensorBoard"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorBoardConfig {
+    /// The TensorBoard log directory (relative to the manifest); each mode writes into its own
+    /// subdirectory, so TensorBoard overlays their curves.
+    pub log_dir: PathBuf,
+}
+
+/// Writes every logged scalar as a TensorBoard event, per mode, at the step it was logged.
+pub struct TensorBoard {
+    dir: PathBuf,
+    writers: BTreeMap<String, EventWriter>,
+}
+
+impl TensorBoard {
+    /// Writes under `dir`.
+    pub fn new(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            writers: BTreeMap::new(),
+        }
+    }
+
+    fn write(&mut self, cx: &Cx<'_>, flush: bool) -> Result<()> {
+        let mode = cx.system.mode.map_or("train".to_owned(), |m| m.to_string());
+        let values = scalars(cx.data, &None);
+        if values.is_empty() {
+            return Ok(());
+        }
+        let writer = match self.writers.entry(mode.clone()) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(EventWriter::create(&self.dir.join(&mode))?)
+            }
+        };
+        let step = cx.system.global_step;
+        for (key, value) in &values {
+            writer.add_scalar(key, step, *value)?;
+        }
+        if flush {
+            writer.flush()?;
+        }
+        Ok(())
+    }
+}
+
+impl HostTrace for TensorBoard {
+    fn reads_everything(&self) -> bool {
+        true
+    }
+
+    fn on_batch_end(&mut self, cx: &mut Cx<'_>, _batch: &Batch) -> Result<()> {
+        self.write(cx, false)
+    }
+
+    fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        self.write(cx, true)
+    }
+
+    fn on_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        for writer in self.writers.values_mut() {
+            writer.flush()?;
+        }
+        Ok(())
+    }
+}
