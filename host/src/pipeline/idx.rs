@@ -126,13 +126,30 @@ pub fn parse(bytes: &[u8]) -> std::result::Result<IdxArray, String> {
         .chunks_exact(4)
         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as i64)
         .collect();
-    let count: i64 = dims.iter().product();
-    let expected = count as usize * width;
+    let shape = dims
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join("x");
+    // A corrupt header can declare up to 255 dimensions of 2^32 - 1. A product that wrapped
+    // around could match the data's size and hand out items past its end, and libtorch
+    // computes strides over every dimension (a 0 counting as 1), which must fit in i64 even
+    // when the array holds no value at all. Once this bound holds no product below overflows.
+    let addressable = dims
+        .iter()
+        .try_fold(width as i64, |bytes, &d| bytes.checked_mul(d.max(1)))
+        .is_some();
+    if !addressable {
+        return Err(format!(
+            "the header declares {shape} {name} values, too many for a tensor"
+        ));
+    }
+    let item_bytes = dims[1..].iter().fold(width as i64, |bytes, &d| bytes * d) as usize;
+    let expected = item_bytes * dims[0] as usize;
     let data = &bytes[header..];
     if data.len() < expected {
         return Err(format!(
-            "truncated: header says {} {name} values ({expected} bytes of data) but the file has {} bytes after the header",
-            dims.iter().map(i64::to_string).collect::<Vec<_>>().join("x"),
+            "truncated: header says {shape} {name} values ({expected} bytes of data) but the file has {} bytes after the header",
             data.len()
         ));
     }
@@ -146,10 +163,9 @@ pub fn parse(bytes: &[u8]) -> std::result::Result<IdxArray, String> {
     if width > 1 && cfg!(target_endian = "little") {
         native.chunks_exact_mut(width).for_each(<[u8]>::reverse);
     }
-    let per_item: i64 = dims[1..].iter().product();
     Ok(IdxArray {
         kind,
-        item_bytes: per_item as usize * width,
+        item_bytes,
         dims,
         bytes: native,
     })
@@ -282,5 +298,38 @@ mod tests {
         assert!(parse(&[0, 0, 8, 3, 0])
             .unwrap_err()
             .starts_with("truncated: the header declares 3"));
+    }
+
+    /// Found by the `idx_parse` fuzz target: dimensions whose product overflows i64 panicked
+    /// (debug) or wrapped around (release) instead of being refused.
+    #[test]
+    fn absurd_dimensions_are_refused_not_overflowed() {
+        let mut crash = vec![0, 0, 0x09, 0x02, 0xd0, 0x20, 0, 0];
+        crash.extend_from_slice(&[0xce; 31]);
+        crash.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0xd0]);
+        let error = parse(&crash).unwrap_err();
+        assert!(
+            error == "the header declares 3491758080x3469659854 i8 values, too many for a tensor",
+            "{error}"
+        );
+        // No values at all, but strides past i64: libtorch could not make the items, so the
+        // file is refused though its (empty) data matches. Also found by the fuzz target.
+        let mut no_values = vec![0, 0, 0x09, 0x05, 0xbf, 0, 0x09, 0x01, 0, 0, 0, 0, 0, 0];
+        no_values.extend_from_slice(&[0x10, 0xc5, 0xc5, 0xc5, 0, 0xc5, 0xc5, 0xc5, 0xc5, 0x23]);
+        assert!(parse(&no_values)
+            .unwrap_err()
+            .ends_with("too many for a tensor"));
+        let empty_items = header(0x0E, &[0, u32::MAX, u32::MAX, u32::MAX]);
+        assert!(parse(&empty_items)
+            .unwrap_err()
+            .ends_with("too many for a tensor"));
+        // Products that would wrap to exactly the data's size are caught before comparing.
+        let wrapping = header(0x08, &[1 << 16, 1 << 16, 1 << 16, 1 << 16]);
+        assert!(parse(&wrapping)
+            .unwrap_err()
+            .ends_with("too many for a tensor"));
+        // A zero dimension with addressable strides still parses: no items.
+        let zero_items = parse(&header(0x08, &[0, 28, 28])).unwrap();
+        assert_eq!((zero_items.len(), zero_items.item(0).is_err()), (0, true));
     }
 }
