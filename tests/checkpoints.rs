@@ -352,3 +352,41 @@ fn verify_reports_a_complete_checkpoint_and_refuses_a_broken_one() {
         "ckpt-6/system.json: is 2 bytes but MANIFEST.json says"
     );
 }
+
+#[test]
+fn a_resumed_run_log_reads_as_if_the_run_had_never_stopped() {
+    use fe_host::report::jsonl::{read_jsonl_rows, JsonlRow};
+    let dir = TempDir::new("resume-log");
+    let text = manifest("").replace("[run]\n", "[run]\nlog_dir = \"logs\"\n");
+    let whole = full_run(&dir, "whole", &text, &[]);
+    // The crashed attempt wrote rows past its last checkpoint (ckpt-8, inside epoch 2); the
+    // resumed run must drop them and write them again, once.
+    let resumed_dir = dir.path().join("resumed");
+    std::fs::create_dir_all(resumed_dir.join("logs")).unwrap();
+    std::fs::copy(
+        whole.join("logs/log.jsonl"),
+        resumed_dir.join("logs/log.jsonl"),
+    )
+    .unwrap();
+    let from = whole.join("ckpt/ckpt-8");
+    let resumed = full_run(
+        &dir,
+        "resumed",
+        &text,
+        &["--resume", &from.to_string_lossy()],
+    );
+    let rows = |d: &Path| -> Vec<JsonlRow> {
+        let mut rows = read_jsonl_rows(&d.join("logs/log.jsonl")).unwrap();
+        for row in &mut rows {
+            if let JsonlRow::Epoch(row) = row {
+                // Timings differ between runs; everything else must not.
+                row.values.retain(|k, _| !k.contains("sec"));
+            }
+        }
+        rows
+    };
+    let (a, b) = (rows(&whole), rows(&resumed));
+    assert_eq!(a.len(), 6, "train and eval rows of 3 epochs: {a:?}");
+    assert_eq!(a, b);
+    assert!(resumed.join("logs/metrics.svg").is_file());
+}

@@ -12,10 +12,9 @@ fn malformed_manifest_points_at_line_and_column() {
     let dir = TempDir::new("malformed");
     let path = manifest(&dir, "[run]\nepochs = 2\nseed = = 3\n");
     let out = run_failing(&["run", &path], 2);
-    assert!(
-        out.stderr.starts_with(&format!("error: {path}:3:8: ")),
-        "{}",
-        out.stderr
+    assert_text_eq!(
+        out.stderr,
+        format!("error: {path}:3:8: run.seed: extra `=`, expected nothing\n")
     );
 }
 
@@ -231,6 +230,22 @@ fn missing_key_fails_before_training_naming_key_and_mode() {
 }
 
 #[test]
+fn missing_key_in_one_dataset_names_its_ds_id() {
+    let dir = TempDir::new("missing-key-ds");
+    let extra = "\n[[network.ops]]\nop = \"MeanSquaredError\"\ninputs = [\"y_pred\", \"label\"]\noutputs = \"extra\"\nmode = \"eval\"\nds_id = \"holdout\"\n";
+    let text = lenet_manifest(1, extra).replace(
+        "[pipeline.data.eval]\n",
+        "[[pipeline.data.eval]]\nds_id = \"holdout\"\n",
+    );
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    assert_contains!(
+        out.stderr,
+        "MeanSquaredError (network.ops[3]) needs key `label` in eval (epoch 1, ds_id holdout)"
+    );
+}
+
+#[test]
 fn missing_dataset_file_is_a_data_error() {
     let dir = TempDir::new("missing-data");
     let text = lenet_manifest(1, "").replace("train-images-idx3-ubyte", "no-such-file");
@@ -254,4 +269,23 @@ fn truncated_dataset_file_says_which_and_why() {
     let path = manifest(&dir, &text);
     let out = run_failing(&["run", &path], 5);
     assert_contains!(out.stderr, format!("error: {}: truncated: header says 4000x28x28 u8 values (3136000 bytes of data) but the file has 1567992 bytes after the header", cut.display()));
+}
+
+#[test]
+fn filtering_or_batching_in_post_processing_is_refused_at_the_op() {
+    let dir = TempDir::new("post-filter");
+    let filter = "\n[[network.postprocessing]]\nop = \"RemoveIf\"\ninputs = \"y\"\ncompare = \"eq\"\nvalue = 3\n";
+    let path = manifest(&dir, &lenet_manifest(1, filter));
+    let out = run_failing(&["run", &path], 2);
+    assert_contains!(
+        out.stderr,
+        "network.postprocessing[0].op: filtering is not supported in network post-processing"
+    );
+    let batch = "\n[[network.postprocessing]]\nop = \"Batch\"\nbatch_size = 4\n";
+    let path = manifest(&dir, &lenet_manifest(1, batch));
+    let out = run_failing(&["run", &path], 2);
+    assert_contains!(
+        out.stderr,
+        "network.postprocessing[0].op: post-processing data is already batched"
+    );
 }

@@ -9,10 +9,14 @@ mod util;
 
 mod checkpoints;
 mod cli_errors;
+mod devices;
 mod kill;
 mod loading;
 mod network;
 mod out_of_tree;
+mod pipeline;
 mod render;
 mod scheduling;
+mod slicing;
+mod traces;
 mod training;

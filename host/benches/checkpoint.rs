@@ -25,6 +25,7 @@ fn estimator(manifest: &Manifest, registry: &Registry) -> Estimator {
     let options = RunOptions {
         quiet: true,
         out: Box::new(std::io::sink()),
+        progress: false,
     };
     Estimator::build(manifest, registry, Device::Cpu, options).expect("build")
 }

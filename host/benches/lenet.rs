@@ -94,6 +94,7 @@ fn fe_host_run(manifest_path: &Path, plugin_dir: &Path, steps: usize) -> f64 {
     let options = RunOptions {
         quiet: true,
         out: Box::new(std::io::sink()),
+        progress: false,
     };
     let mut estimator =
         Estimator::build(&manifest, &registry, Device::Cpu, options).expect("build");

@@ -7,6 +7,8 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
+#include <ATen/DeviceAccelerator.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -109,6 +111,53 @@ char *fe_set_generator_state(int device_type, int index, at::Tensor *state) {
         auto generator = at::globalContext().defaultGenerator(device);
         std::lock_guard<std::mutex> lock(generator.mutex());
         generator.set_state(*state);
+    })
+}
+
+// Deterministic algorithms everywhere (an op without a deterministic implementation then
+// throws, naming itself), deterministic cuDNN, and no cuDNN autotuning, which picks kernels by
+// timing.
+char *fe_set_deterministic(bool on) {
+    FE_GUARD({
+        at::globalContext().setDeterministicAlgorithms(on, false);
+        at::globalContext().setDeterministicCuDNN(on);
+        if (on) {
+            at::globalContext().setBenchmarkCuDNN(false);
+        }
+    })
+}
+
+// cuDNN autotuning (faster convolutions after the first batches of each shape).
+char *fe_set_cudnn_benchmark(bool on) {
+    FE_GUARD({ at::globalContext().setBenchmarkCuDNN(on); })
+}
+
+// The caching allocator's aggregate statistics of accelerator `index`: peak allocated, peak
+// reserved, current allocated, current reserved bytes; then peaks are reset so the next call
+// covers what happened since.
+char *fe_memory_stats(int index, int64_t *out) {
+    FE_GUARD({
+        auto device = static_cast<c10::DeviceIndex>(index);
+        auto stats = at::accelerator::getDeviceStats(device);
+        const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+        out[0] = stats.allocated_bytes[aggregate].peak;
+        out[1] = stats.reserved_bytes[aggregate].peak;
+        out[2] = stats.allocated_bytes[aggregate].current;
+        out[3] = stats.reserved_bytes[aggregate].current;
+        at::accelerator::resetPeakStats(device);
+    })
+}
+
+// The CUDA runtime and cuDNN versions libtorch was built with (0 when it has no CUDA).
+char *fe_cuda_versions(long *out) {
+    FE_GUARD({
+        const auto &hooks = at::detail::getCUDAHooks();
+        out[0] = hooks.hasCUDART() ? hooks.versionCUDART() : 0;
+        out[1] = 0;
+        try {
+            out[1] = hooks.versionCuDNN();
+        } catch (...) {
+        }
     })
 }
 

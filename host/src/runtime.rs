@@ -8,6 +8,22 @@ pub fn set_threads(threads: Option<u32>) -> i32 {
     tch::get_num_threads()
 }
 
+/// `run.deterministic` and `run.cudnn_benchmark`: deterministic algorithms everywhere (an op
+/// without a deterministic implementation then fails naming itself, and through fe-host's
+/// error path the plugin, op and step), or cuDNN autotuning. Asking for both is refused: the
+/// autotuner picks kernels by timing.
+pub fn set_determinism(deterministic: bool, cudnn_benchmark: bool) -> crate::Result<()> {
+    if deterministic && cudnn_benchmark {
+        return Err(crate::Error::Usage(
+            "run.deterministic and run.cudnn_benchmark exclude each other: cuDNN's autotuner picks kernels by timing"
+                .into(),
+        ));
+    }
+    let applied = crate::shim::set_deterministic(deterministic)
+        .and_then(|()| crate::shim::set_cudnn_benchmark(cudnn_benchmark));
+    applied.map_err(|e| crate::Error::Internal(format!("cannot configure libtorch: {e}")))
+}
+
 /// libtorch allocates CPU tensors with glibc malloc. Above the default mmap threshold (128 KiB,
 /// raised dynamically up to 32 MiB) every large tensor is a fresh mmap and every free an
 /// munmap, so a training step page-faults its activations in again each time. Fixing the

@@ -30,6 +30,60 @@ extern "C" {
         index: c_int,
         state: *mut C_tensor,
     ) -> *mut c_char;
+    fn fe_set_deterministic(on: bool) -> *mut c_char;
+    fn fe_set_cudnn_benchmark(on: bool) -> *mut c_char;
+    fn fe_memory_stats(index: c_int, out: *mut i64) -> *mut c_char;
+    fn fe_cuda_versions(out: *mut std::ffi::c_long) -> *mut c_char;
+}
+
+/// Deterministic algorithms (libtorch then refuses, naming it, any op that has none),
+/// deterministic cuDNN and no cuDNN autotuning; or the defaults back.
+pub fn set_deterministic(on: bool) -> Result<(), String> {
+    // SAFETY: no pointers cross; the shim catches every exception.
+    check(unsafe { fe_set_deterministic(on) })
+}
+
+/// cuDNN autotuning of convolution kernels.
+pub fn set_cudnn_benchmark(on: bool) -> Result<(), String> {
+    // SAFETY: no pointers cross; the shim catches every exception.
+    check(unsafe { fe_set_cudnn_benchmark(on) })
+}
+
+/// The caching allocator's view of a device, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryStats {
+    /// Most bytes held by tensors since the last call.
+    pub peak_allocated: i64,
+    /// Most bytes reserved from the driver since the last call.
+    pub peak_reserved: i64,
+    /// Bytes held by tensors now.
+    pub allocated: i64,
+    /// Bytes reserved now.
+    pub reserved: i64,
+}
+
+/// Memory statistics of CUDA device `index` since the previous call (peaks are reset).
+pub fn memory_stats(index: usize) -> Result<MemoryStats, String> {
+    let mut out = [0i64; 4];
+    // SAFETY: `out` has the four slots the shim writes.
+    check(unsafe { fe_memory_stats(index as c_int, out.as_mut_ptr()) })?;
+    Ok(MemoryStats {
+        peak_allocated: out[0],
+        peak_reserved: out[1],
+        allocated: out[2],
+        reserved: out[3],
+    })
+}
+
+/// The CUDA runtime and cuDNN versions libtorch was built with (`0` without CUDA), as
+/// libtorch encodes them (e.g. 13000 for CUDA 13.0).
+pub fn cuda_versions() -> Result<(i64, i64), String> {
+    let mut out: [std::ffi::c_long; 2] = [0; 2];
+    // SAFETY: `out` has the two slots the shim writes.
+    check(unsafe { fe_cuda_versions(out.as_mut_ptr()) })?;
+    // `c_long` is 32 bits on some platforms.
+    #[allow(clippy::unnecessary_cast)]
+    Ok((out[0] as i64, out[1] as i64))
 }
 
 /// Turns a message returned by the shim into a `Result`.

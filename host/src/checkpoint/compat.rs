@@ -9,9 +9,12 @@ use super::PluginRecord;
 
 /// Manifest keys a resumed run may change (`--allow-changes`); everything under `checkpoint`
 /// too.
-const COMPATIBLE: [&str; 7] = [
+const COMPATIBLE: [&str; 10] = [
+    "run.cudnn_benchmark",
     "run.epochs",
     "run.log_steps",
+    "run.eval_log_steps",
+    "run.log_dir",
     "run.threads",
     "run.device",
     "run.warmup",

@@ -120,6 +120,8 @@ pub fn smoke_manifest(manifest: &mut Manifest, dir: &Path) {
     manifest.run.epochs = 1;
     manifest.run.train_steps_per_epoch = Some(5);
     manifest.run.eval_steps_per_epoch = Some(2);
+    // A smoke run must not overwrite the real run's log and plot.
+    manifest.run.log_dir = None;
     manifest.checkpoint = Some(CheckpointConfig {
         dir: dir.to_path_buf(),
         every_epochs: Some(1),

@@ -1,12 +1,14 @@
 //! The command line: flags as data (clap), one function per subcommand.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 mod checkpoint;
 pub use checkpoint::CheckpointCommand;
+mod pipeline;
+pub use pipeline::PipelineArgs;
 
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
@@ -38,6 +40,9 @@ pub enum Command {
     /// Run the network over a dataset (in `infer` mode by default) and write what it produces
     /// to a .safetensors file (FastEstimator's `Network.transform`).
     Transform(TransformArgs),
+    /// Show a few batches of the data pipeline (keys, shapes, dtypes, value ranges), or with
+    /// `--benchmark` measure its samples/s overall and op by op.
+    Pipeline(PipelineArgs),
     /// Inspect plugins.
     #[command(subcommand)]
     Plugins(PluginsCommand),
@@ -49,6 +54,20 @@ pub enum Command {
     /// Inspect checkpoints.
     #[command(subcommand)]
     Checkpoint(CheckpointCommand),
+    /// Plot and compare runs from their logs (FastEstimator's `fastestimator logs`): every
+    /// logged value against steps, one panel per key, one line per run and mode.
+    Logs(LogsArgs),
+}
+
+/// `fe-host logs`
+#[derive(Args, Debug)]
+pub struct LogsArgs {
+    /// `.jsonl` or `.csv` logs, or directories holding them (a run's `run.log_dir`).
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The plot to write: `.svg` or `.png`.
+    #[arg(long, value_name = "FILE", default_value = "logs.svg")]
+    pub out: PathBuf,
 }
 
 /// Where to find plugins besides the manifest's `[plugins] paths`.
@@ -96,6 +115,10 @@ pub struct RunArgs {
     /// Write every model's weights into this directory when training ends.
     #[arg(long, value_name = "DIR")]
     pub save_weights: Option<PathBuf>,
+    /// Write the per-epoch log (`log.jsonl`) and, at the end, a plot of every logged value
+    /// (`metrics.svg`) into this directory (overrides `run.log_dir`).
+    #[arg(long, value_name = "DIR", conflicts_with = "smoke")]
+    pub log_dir: Option<PathBuf>,
     /// Print only errors.
     #[arg(long, short)]
     pub quiet: bool,
@@ -197,6 +220,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run_manifest(args),
         Command::Transform(args) => transform(args),
         Command::Render(args) => render(args),
+        Command::Pipeline(args) => pipeline::run(args),
         Command::Plugins(PluginsCommand::List { manifest, plugins }) => {
             list_plugins(manifest, plugins)
         }
@@ -223,13 +247,20 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Checkpoint(command) => checkpoint::run(command),
-        Command::Devices => {
-            let inventory = crate::device::Inventory::probe();
-            println!("cpu: {} threads", tch::get_num_threads());
+        Command::Logs(args) => {
+            let runs = crate::report::load_runs(&args.paths)?;
+            crate::report::write_plot(&runs, &args.out)?;
+            let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
             println!(
-                "cuda: {} device(s); cudnn: {}; libtorch_cuda loaded: {}",
-                inventory.cuda_devices, inventory.cudnn, inventory.libtorch_cuda_loaded
+                "plotted {} run(s) ({}) to {}",
+                runs.len(),
+                names.join(", "),
+                args.out.display()
             );
+            Ok(())
+        }
+        Command::Devices => {
+            print!("{}", crate::device::report());
             Ok(())
         }
     }
@@ -255,6 +286,7 @@ fn render(args: RenderArgs) -> Result<()> {
     let options = RunOptions {
         quiet: true,
         out: Box::new(std::io::sink()),
+        progress: false,
     };
     let estimator = Estimator::build(&manifest, &registry, device, options)?;
     let text = crate::render::render(&manifest, &estimator);
@@ -267,17 +299,22 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     let smoke_dir = args
         .smoke
         .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
+    if let Some(dir) = args.log_dir {
+        manifest.run.log_dir = Some(dir);
+    }
     if let Some(dir) = &smoke_dir {
         checkpoint::smoke_manifest(&mut manifest, dir);
     }
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
+    crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_registry(&search, &manifest.plugins.sha256)?;
     let options = RunOptions {
         quiet: args.quiet,
         out: Box::new(std::io::stdout()),
+        progress: std::io::stdout().is_terminal(),
     };
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
     if let Some(path) = &args.load_weights {

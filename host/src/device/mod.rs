@@ -1,5 +1,7 @@
 //! Devices: what the user asks for (`auto`, `cpu`, `cuda`, `cuda:N`) and what libtorch has.
 
+pub mod driver;
+
 use tch::{Cuda, Device};
 
 use crate::error::{Error, Result};
@@ -92,6 +94,49 @@ pub fn resolve(request: Request) -> Result<Device> {
     }
 }
 
+/// What `fe-host devices` prints: libtorch's view, the driver's list of GPUs, and the CUDA
+/// and cuDNN versions libtorch was built with.
+pub fn report() -> String {
+    let inventory = Inventory::probe();
+    let mut out = format!("cpu: {} threads\n", tch::get_num_threads());
+    out.push_str(&format!(
+        "libtorch: {} CUDA device(s); cudnn: {}; libtorch_cuda loaded: {}\n",
+        inventory.cuda_devices, inventory.cudnn, inventory.libtorch_cuda_loaded
+    ));
+    if let Ok((cuda, cudnn)) = crate::shim::cuda_versions() {
+        if cuda > 0 {
+            out.push_str(&format!(
+                "built with: CUDA {}, cuDNN {cudnn}\n",
+                driver::version_text(cuda)
+            ));
+        }
+    }
+    if let Ok(visible) = std::env::var("CUDA_VISIBLE_DEVICES") {
+        out.push_str(&format!("CUDA_VISIBLE_DEVICES={visible:?}\n"));
+    }
+    match driver::probe() {
+        Ok(found) => {
+            out.push_str(&format!(
+                "driver: CUDA {}, {} GPU(s)\n",
+                driver::version_text(found.version.into()),
+                found.gpus.len()
+            ));
+            for gpu in &found.gpus {
+                out.push_str(&format!(
+                    "cuda:{}: {}, {:.1} GiB, compute capability {}.{}\n",
+                    gpu.index,
+                    gpu.name,
+                    gpu.total_memory as f64 / (1u64 << 30) as f64,
+                    gpu.compute_capability.0,
+                    gpu.compute_capability.1
+                ));
+            }
+        }
+        Err(reason) => out.push_str(&format!("driver: {reason}\n")),
+    }
+    out
+}
+
 /// `true` when libtorch_cuda is mapped into this process (Linux: /proc/self/maps).
 pub fn libtorch_cuda_loaded() -> bool {
     std::fs::read_to_string("/proc/self/maps")
@@ -99,9 +144,68 @@ pub fn libtorch_cuda_loaded() -> bool {
         .unwrap_or(false)
 }
 
+/// Where memory ran out, for the advice that goes with it.
+pub struct OomContext<'a> {
+    /// The device the step ran on.
+    pub device: Device,
+    /// The global step.
+    pub step: u64,
+    /// Samples in the batch.
+    pub batch_size: i64,
+    /// The models of the network.
+    pub models: &'a [&'a str],
+}
+
+/// A failure whose message says memory ran out, explained with where and what to try; `None`
+/// for any other failure. libtorch's own text stays first: it has the numbers.
+pub fn explain_oom(message: &str, at: &OomContext<'_>) -> Option<String> {
+    let lower = message.to_ascii_lowercase();
+    if !(lower.contains("out of memory") || lower.contains("defaultcpuallocator: can't allocate")) {
+        return None;
+    }
+    let device = match at.device {
+        Device::Cuda(index) => format!("cuda:{index}"),
+        _ => "cpu".to_owned(),
+    };
+    Some(format!(
+        "{message} — out of memory on {device} at step {step} with batch size {batch} (models: {models}); \
+         try a smaller batch_size, a slicer that splits the batch (AxisSlicer), or mixed precision; \
+         checkpoints already written are intact",
+        step = at.step,
+        batch = at.batch_size,
+        models = at.models.join(", "),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn out_of_memory_names_step_batch_and_models_and_suggests_what_to_try() {
+        let at = OomContext {
+            device: Device::Cuda(1),
+            step: 420,
+            batch_size: 512,
+            models: &["generator", "discriminator"],
+        };
+        let libtorch =
+            "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 79.1 GiB total capacity)";
+        let message = explain_oom(libtorch, &at).unwrap();
+        assert!(message.starts_with(libtorch), "{message}");
+        for part in [
+            "cuda:1",
+            "step 420",
+            "batch size 512",
+            "generator, discriminator",
+            "slicer",
+            "batch_size",
+        ] {
+            assert!(message.contains(part), "{part}: {message}");
+        }
+        assert!(!message.contains('\n'), "one line");
+        assert_eq!(explain_oom("shape mismatch", &at), None);
+    }
 
     #[test]
     fn parses_requests() {

@@ -75,6 +75,15 @@ impl Estimator {
                 .filter(|&i| self.traces[i].active(mode, epoch, Some(&ds_id)))
                 .collect();
             let mut data = Data::default();
+            let total = self.pipeline.batches(mode, epoch, &ds_id, steps) as u64;
+            let label = match ds_id.as_str() {
+                "" => format!("epoch {epoch} {mode}"),
+                ds => format!("epoch {epoch} {mode}/{ds}"),
+            };
+            self.progress.start(label, total.saturating_sub(skip));
+            if mode == Mode::Eval {
+                self.system.set_eval_log_steps(total);
+            }
             for (batches_done, batch) in (skip + 1..).zip(loader) {
                 let mut batch = batch?;
                 if mode == Mode::Train {
@@ -96,13 +105,28 @@ impl Estimator {
                 {
                     return Ok(Epoch::Stopped);
                 }
-                self.network.run_step(&plan, &mut batch, &step)?;
+                if let Err(error) = self.network.run_step(&plan, &mut batch, &step) {
+                    return Err(self.explain_failure(error, batch.size));
+                }
                 let flow = self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;
                 if !data.nothing_logged() {
                     self.log(&data);
                 }
                 if flow == Flow::Stop {
                     return Ok(Epoch::Stopped);
+                }
+                if mode == Mode::Eval
+                    && self
+                        .system
+                        .eval_log_steps
+                        .0
+                        .contains(&self.system.batch_idx)
+                {
+                    let line = format!(
+                        "fe-host eval progress: {}/{};",
+                        self.system.batch_idx, self.system.eval_log_steps.1
+                    );
+                    self.print(&line);
                 }
                 let due = mode == Mode::Train
                     && self
@@ -117,13 +141,60 @@ impl Estimator {
                         batches_done,
                     })?;
                 }
+                self.progress.step();
             }
+            self.progress.finish();
         }
         self.system.ds_id.clear();
+        self.log_memory(mode);
         Ok(match self.hooks(TraceHook::EpochEnd)? {
             Flow::Go => Epoch::Done,
             Flow::Stop => Epoch::Stopped,
         })
+    }
+
+    /// Adds where and what to try to an out-of-memory failure; others pass unchanged.
+    fn explain_failure(&self, error: Error, batch_size: i64) -> Error {
+        let models: Vec<&str> = self
+            .network
+            .models
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        let at = crate::device::OomContext {
+            device: self.network.device,
+            step: self.system.global_step,
+            batch_size,
+            models: &models,
+        };
+        match crate::device::explain_oom(&error.to_string(), &at) {
+            Some(message) => Error::Run(message),
+            None => error,
+        }
+    }
+
+    /// Prints and records the device's peak memory over the epoch that just ended (CUDA).
+    fn log_memory(&mut self, mode: Mode) {
+        let tch::Device::Cuda(index) = self.network.device else {
+            return;
+        };
+        let Ok(stats) = crate::shim::memory_stats(index) else {
+            return;
+        };
+        let mib = |bytes: i64| bytes as f64 / f64::from(1u32 << 20);
+        let step = self.system.global_step;
+        let (allocated, reserved) = (mib(stats.peak_allocated), mib(stats.peak_reserved));
+        self.system
+            .summary
+            .record(mode, "gpu_peak_allocated_mib", step, allocated);
+        self.system
+            .summary
+            .record(mode, "gpu_peak_reserved_mib", step, reserved);
+        let line = format!(
+            "fe-host memory: {mode} epoch {}: peak allocated {allocated:.1} MiB; peak reserved {reserved:.1} MiB;",
+            self.system.epoch_idx
+        );
+        self.print(&line);
     }
 
     fn batch_hooks(

@@ -15,7 +15,6 @@ use super::traces::{HostTrace, TraceSlot};
 use crate::error::{Error, Result};
 use crate::manifest::{ComponentSpec, Manifest};
 use crate::network::{Keys, Network};
-use crate::report::{CsvLogger, JsonlLogger};
 use crate::schedule::ModeFilter;
 
 /// A built-in trace: its name, the modes it runs in by default, and what it does.
@@ -191,9 +190,9 @@ pub fn build(
                 ));
             }
             let file = if csv {
-                LogFile::Csv(CsvLogger::create(&path)?)
+                LogFile::Csv(path)
             } else {
-                LogFile::Jsonl(JsonlLogger::create(&path)?)
+                LogFile::Jsonl(path)
             };
             let instances = match &config.instance_id_key {
                 Some(id) => Some((

@@ -259,17 +259,41 @@ pub struct LoggerConfig {
 }
 
 /// Where a logger writes.
+#[derive(Debug, Clone)]
 pub enum LogFile {
     /// A CSV file: one row per (mode, epoch).
-    Csv(CsvLogger),
+    Csv(PathBuf),
     /// A JSONL file: one row per (mode, epoch), and per instance when asked.
+    Jsonl(PathBuf),
+}
+
+/// A log file, open.
+enum OpenLog {
+    Csv(CsvLogger),
     Jsonl(JsonlLogger),
+}
+
+impl LogFile {
+    /// Opens the log when the run begins (never at build, so `fe-host render` touches no
+    /// file): a fresh run starts it empty, a resumed run keeps the rows up to its checkpoint.
+    fn open(&self, resumed_at: Option<u64>) -> Result<OpenLog> {
+        Ok(match (self, resumed_at) {
+            (Self::Csv(path), None) => OpenLog::Csv(CsvLogger::create(path)?),
+            (Self::Csv(path), Some(step)) => OpenLog::Csv(CsvLogger::resume(path, step)?),
+            (Self::Jsonl(path), None) => OpenLog::Jsonl(JsonlLogger::create(path)?),
+            (Self::Jsonl(path), Some(step)) => OpenLog::Jsonl(JsonlLogger::resume(path, step)?),
+        })
+    }
 }
 
 /// Writes one row per epoch and mode with everything logged in it (FastEstimator's
 /// `CSVLogger`), and with JSONL optionally one row per sample.
 pub struct EpochLogger {
-    file: LogFile,
+    target: LogFile,
+    file: Option<OpenLog>,
+    /// What was logged after batches this epoch (the last value of each key), so the epoch's
+    /// row has the training loss logged every `log_steps` too.
+    logged: BTreeMap<String, f64>,
     monitor: Option<Vec<String>>,
     /// `(id key, [(value key, name)])`.
     instances: Option<(KeyId, Vec<(KeyId, String)>)>,
@@ -283,7 +307,9 @@ impl EpochLogger {
         instances: Option<(KeyId, Vec<(KeyId, String)>)>,
     ) -> Self {
         Self {
-            file,
+            target: file,
+            file: None,
+            logged: BTreeMap::new(),
             monitor,
             instances,
         }
@@ -338,9 +364,21 @@ impl HostTrace for EpochLogger {
         true
     }
 
+    fn on_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        let resumed_at = (cx.system.global_step > 0).then_some(cx.system.global_step);
+        self.file = Some(self.target.open(resumed_at)?);
+        Ok(())
+    }
+
+    fn on_epoch_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        self.logged.clear();
+        Ok(())
+    }
+
     fn on_batch_end(&mut self, cx: &mut Cx<'_>, batch: &Batch) -> Result<()> {
+        self.logged.extend(scalars(cx.data, &self.monitor));
         let rows = self.instance_rows(cx, batch)?;
-        if let LogFile::Jsonl(file) = &mut self.file {
+        if let Some(OpenLog::Jsonl(file)) = &mut self.file {
             for row in &rows {
                 file.write_instance(row)?;
             }
@@ -349,21 +387,23 @@ impl HostTrace for EpochLogger {
     }
 
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
-        let values = scalars(cx.data, &self.monitor);
+        let mut values = std::mem::take(&mut self.logged);
+        values.extend(scalars(cx.data, &self.monitor));
         if values.is_empty() {
             return Ok(());
         }
         let row = epoch_row(cx, values);
         match &mut self.file {
-            LogFile::Csv(file) => file.write_epoch(&row),
-            LogFile::Jsonl(file) => file.write_epoch(&row),
+            Some(OpenLog::Csv(file)) => file.write_epoch(&row),
+            Some(OpenLog::Jsonl(file)) => file.write_epoch(&row),
+            None => Ok(()),
         }
     }
 
     fn on_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
         match &mut self.file {
-            LogFile::Jsonl(file) => file.flush(),
-            LogFile::Csv(_) => Ok(()),
+            Some(OpenLog::Jsonl(file)) => file.flush(),
+            _ => Ok(()),
         }
     }
 }

@@ -11,12 +11,14 @@ pub mod host_traces;
 pub mod io_traces;
 pub mod lr_traces;
 pub mod order;
+mod progress;
 mod report;
 pub mod traces;
 pub mod transform;
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -45,6 +47,8 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Where log lines go.
     pub out: Box<dyn Write>,
+    /// Draw progress bars on stdout (a person is watching it).
+    pub progress: bool,
 }
 
 /// A run, built and ready to fit.
@@ -72,7 +76,17 @@ pub struct Estimator {
     pub checkpointing: checkpointing::Checkpointing,
     /// Run the test epoch after training (when there is test data).
     pub test: bool,
+    /// `run.log_dir`: the run log and the end-of-run plot go here.
+    log_dir: Option<PathBuf>,
+    /// The run's name in plots (the manifest's file stem).
+    name: String,
+    progress: progress::Progress,
 }
+
+/// The per-epoch log written into `run.log_dir`.
+pub const LOG_FILE: &str = "log.jsonl";
+/// The plot of every logged value written into `run.log_dir` at the end of a run.
+pub const PLOT_FILE: &str = "metrics.svg";
 
 impl Estimator {
     /// Builds network, pipeline and traces from `manifest` on `device`, and checks every
@@ -142,18 +156,30 @@ impl Estimator {
             }
         }
         all.extend(user_traces);
+        if let Some(dir) = &manifest.run.log_dir {
+            all.push(TraceSlot::host(
+                "RunLog (run.log_dir)",
+                ModeFilter::ALL,
+                Box::new(io_traces::EpochLogger::new(
+                    io_traces::LogFile::Jsonl(dir.join(LOG_FILE)),
+                    None,
+                    None,
+                )),
+            ));
+        }
         let deps: Vec<order::Deps> = all.iter().map(TraceSlot::deps).collect();
         let sorted = order::sort_traces(&deps, None)
             .map_err(|e| Error::Manifest(format!("{}: {e}", manifest.file.display())))?;
         let mut slots: Vec<Option<TraceSlot>> = all.into_iter().map(Some).collect();
         let all: Vec<TraceSlot> = sorted.into_iter().filter_map(|i| slots[i].take()).collect();
         network.keys = keys.clone();
-        let system = System::new(
+        let mut system = System::new(
             total_epochs,
             manifest.run.log_steps,
             manifest.run.train_steps_per_epoch,
             manifest.run.eval_steps_per_epoch,
         );
+        system.eval_log_steps_request = manifest.run.eval_log_steps.clone();
         let entries = crate::render::changes::scheduled_entries(manifest);
         let schedule_changes = (2..=total_epochs)
             .map(|epoch| (epoch, crate::render::changes::changes_at(&entries, epoch)))
@@ -184,6 +210,12 @@ impl Estimator {
             schedule_changes,
             checkpointing,
             test: true,
+            log_dir: manifest.run.log_dir.clone(),
+            name: manifest
+                .file
+                .file_stem()
+                .map_or_else(|| "run".to_owned(), |s| s.to_string_lossy().into_owned()),
+            progress: progress::Progress::new(options.progress && !options.quiet),
         };
         estimator.check_keys(manifest)?;
         Ok(estimator)
@@ -247,11 +279,28 @@ impl Estimator {
                 self.save_checkpoint(Cursor::EpochEnd { epoch })?;
             }
         }
-        if self.test {
+        if self.test && self.pipeline.has_mode(Mode::Test, total) {
+            self.system.reset_for_test();
             self.run_epoch(Mode::Test, None)?;
         }
         self.hooks(TraceHook::End)?;
         self.print_finish(start.elapsed().as_secs_f64());
+        self.write_plot()
+    }
+
+    /// Plots every logged value against steps into `run.log_dir`, next to the run log.
+    fn write_plot(&mut self) -> Result<()> {
+        let Some(dir) = &self.log_dir else {
+            return Ok(());
+        };
+        let run = crate::report::RunHistory {
+            name: self.name.clone(),
+            history: self.system.summary.history.clone(),
+        };
+        let path = dir.join(PLOT_FILE);
+        crate::report::write_plot(&[run], &path)?;
+        let line = format!("fe-host plot: {}", path.display());
+        self.print(&line);
         Ok(())
     }
 

@@ -171,6 +171,23 @@ mod tests {
     }
 
     #[test]
+    fn a_chain_given_backwards_runs_forwards_and_independent_traces_keep_their_order() {
+        let chain = vec![
+            trace("C", &["b"], &["c"]),
+            trace("B", &["a"], &["b"]),
+            trace("A", &["x"], &["a"]),
+        ];
+        let batch: BTreeSet<String> = ["x"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(sort_traces(&chain, Some(&batch)).unwrap(), [2, 1, 0]);
+        let independent = vec![
+            trace("Z", &["x"], &["z"]),
+            trace("M", &[], &["m"]),
+            trace("A", &["x"], &["a"]),
+        ];
+        assert_eq!(sort_traces(&independent, Some(&batch)).unwrap(), [0, 1, 2]);
+    }
+
+    #[test]
     fn essentials_stay_first_and_writers_among_the_everything_readers_go_first() {
         let traces = vec![
             Deps {

@@ -51,8 +51,8 @@ impl Estimator {
         }
     }
 
-    fn print(&mut self, line: &str) {
-        if !self.quiet {
+    pub(super) fn print(&mut self, line: &str) {
+        if !self.quiet && !self.progress.println(line) {
             let _ = writeln!(self.out, "{line}");
         }
     }

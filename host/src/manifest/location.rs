@@ -82,6 +82,40 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// The key a syntax error at `offset` sits in, as `table.key` (`run.seed` for
+/// `seed = = 3` under `[run]`), read from the text itself since a broken document has no tree:
+/// the bare or dotted key before `=` on that line, under the nearest table header above it.
+pub fn key_at(source: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(source.len());
+    let start = source[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = source[start..].lines().next().unwrap_or("");
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    let bare = |k: &str| {
+        !k.is_empty()
+            && k.split('.').all(|part| {
+                let part = part.trim();
+                !part.is_empty()
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+    };
+    if !bare(key) {
+        return None;
+    }
+    let table = source[..start].lines().rev().find_map(|l| {
+        let l = l.trim();
+        let inner = l.strip_prefix("[[").and_then(|r| r.strip_suffix("]]"));
+        let inner = inner.or_else(|| l.strip_prefix('[').and_then(|r| r.strip_suffix(']')));
+        inner.map(str::trim)
+    });
+    Some(match table {
+        Some(table) if !table.is_empty() => format!("{table}.{key}"),
+        _ => key.to_owned(),
+    })
+}
+
 /// Where `path` is written in `source`: the key itself when the path ends in a key, else the
 /// value. Falls back to the deepest part of the path that exists.
 pub fn locate(source: &str, path: &KeyPath) -> Option<(usize, usize)> {
@@ -162,5 +196,18 @@ mod tests {
     fn line_col_is_one_based() {
         assert_eq!(line_col("ab\ncd", 4), (2, 2));
         assert_eq!(line_col("ab", 0), (1, 1));
+    }
+
+    #[test]
+    fn a_syntax_error_is_named_by_the_key_on_its_line_under_its_table() {
+        let source = "epochs = 1\n[run]\nseed = = 3\n[[network.ops]]\nop.name = [\n";
+        assert_eq!(key_at(source, 0).as_deref(), Some("epochs"));
+        assert_eq!(
+            key_at(source, source.find("= 3").unwrap()).as_deref(),
+            Some("run.seed")
+        );
+        let last = source.find("op.name").unwrap() + 10;
+        assert_eq!(key_at(source, last).as_deref(), Some("network.ops.op.name"));
+        assert_eq!(key_at("[run\n", 2), None, "no key on a broken header line");
     }
 }

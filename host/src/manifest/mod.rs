@@ -84,6 +84,12 @@ pub struct RunConfig {
     pub eval_steps_per_epoch: Option<u64>,
     /// Run the warm-up check before training.
     pub warmup: bool,
+    /// Deterministic algorithms.
+    pub deterministic: bool,
+    /// cuDNN autotuning.
+    pub cudnn_benchmark: bool,
+    /// Evaluation batches after which progress is printed.
+    pub eval_log_steps: Vec<u64>,
     /// Where the run log and the end-of-run plot go.
     pub log_dir: Option<PathBuf>,
     /// How evaluation losses are averaged.
@@ -280,7 +286,12 @@ fn toml_error(file: &Path, source: &str, error: &toml::de::Error, path: &str) ->
         .map(|(line, column)| format!(":{line}:{column}"))
         .unwrap_or_default();
     let key = if path.is_empty() || path == "." {
-        String::new()
+        // A syntax error has no key path: name the key written on the line.
+        error
+            .span()
+            .and_then(|span| location::key_at(source, span.start))
+            .map(|key| format!("{key}: "))
+            .unwrap_or_default()
     } else {
         format!("{path}: ")
     };

@@ -90,6 +90,17 @@ pub struct RawRun {
     /// off, no side effects), so a broken network fails in the first second.
     #[serde(default = "yes_run")]
     pub warmup: bool,
+    /// libtorch's deterministic algorithms (an op without one fails, naming itself) and
+    /// deterministic cuDNN.
+    #[serde(default)]
+    pub deterministic: bool,
+    /// cuDNN autotuning of convolutions (CUDA; excludes `deterministic`).
+    #[serde(default)]
+    pub cudnn_benchmark: bool,
+    /// Evaluation batches after which a progress line is printed (FastEstimator's
+    /// `eval_log_steps`), e.g. `[100, 200]`.
+    #[serde(default)]
+    pub eval_log_steps: Vec<u64>,
     /// Write `log.jsonl` (a row per epoch and mode) and, at the end, `metrics.svg` here.
     #[serde(default)]
     pub log_dir: Option<String>,
@@ -125,6 +136,9 @@ impl Default for RawRun {
             train_steps_per_epoch: None,
             eval_steps_per_epoch: None,
             warmup: true,
+            deterministic: false,
+            cudnn_benchmark: false,
+            eval_log_steps: Vec::new(),
             log_dir: None,
             eval_loss: EvalLoss::PerSample,
         }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::ops::{BatchSpec, OpKind, PipelineOp};
 use crate::error::Result;
 use crate::manifest::{ComponentSpec, KeyPath, Manifest};
-use crate::network::meta::Condition;
+use crate::network::build::meta::{ListConfig, RepeatConfig, SometimesConfig};
 use crate::network::Keys;
 use crate::plugins::create::{creation_error, unknown_component, Creation};
 use crate::plugins::handles::NumpyOpHandle;
@@ -35,36 +35,6 @@ struct BatchConfig {
     drop_last: Option<bool>,
     #[serde(default)]
     pad_value: Option<f64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SometimesConfig {
-    #[serde(default = "half")]
-    prob: f64,
-    wrap: toml::Table,
-}
-
-fn half() -> f64 {
-    0.5
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RepeatConfig {
-    #[serde(default)]
-    repeat: Option<u32>,
-    #[serde(default, rename = "while")]
-    while_: Option<Condition>,
-    #[serde(default)]
-    max_iter: Option<u32>,
-    wrap: toml::Table,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListConfig {
-    ops: Vec<toml::Table>,
 }
 
 /// Builds pipeline ops.
@@ -267,28 +237,8 @@ impl OpBuilder<'_> {
             }
             "Repeat" => {
                 let config: RepeatConfig = self.config(spec)?;
+                let condition = config.condition(manifest, spec, keys)?;
                 let child = self.child(spec, config.wrap, spec.path.key("wrap"), keys)?;
-                let condition = match (config.repeat, config.while_) {
-                    (Some(_), Some(_)) | (None, None) => return Err(manifest.error_at(
-                        &spec.path,
-                        "Repeat needs exactly one of `repeat` (a count) and `while` (a condition)",
-                    )),
-                    (Some(0), None) => {
-                        return Err(
-                            manifest.error_at(&spec.path.key("repeat"), "must be at least 1")
-                        )
-                    }
-                    (Some(_), None) => None,
-                    (None, Some(condition)) => {
-                        condition
-                            .validate()
-                            .map_err(|e| manifest.error_at(&spec.path.key("while"), e))?;
-                        Some((keys.intern(&condition.key), condition))
-                    }
-                };
-                if config.max_iter == Some(0) {
-                    return Err(manifest.error_at(&spec.path.key("max_iter"), "must be at least 1"));
-                }
                 let mut io = io_of(&[&child]);
                 if let Some((key, _)) = &condition {
                     if !io.0.contains(key) && !io.1.contains(key) {

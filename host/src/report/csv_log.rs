@@ -44,6 +44,79 @@ impl CsvLogger {
         })
     }
 
+    /// Opens the log of a run resumed at global step `step`, keeping the rows up to it (rows
+    /// after it were written by the attempt that crashed after its last checkpoint). A missing
+    /// log is created. The log must be one this logger wrote (`mode,epoch,step,...`).
+    pub fn resume(path: &Path, step: u64) -> Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Self::create(path),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let at =
+            |line: usize, message: String| Error::data(path, format!("line {line}: {message}"));
+        let mut records = parse_records(&text)
+            .map_err(|(line, e)| at(line, e))?
+            .into_iter();
+        let mut logger = Self {
+            path: path.to_owned(),
+            columns: Vec::new(),
+            rows: Vec::new(),
+            stale: true,
+        };
+        let Some((header_line, header)) = records.next() else {
+            logger.rewrite()?;
+            return Ok(logger);
+        };
+        if header.get(..3) != Some(&FIXED.map(String::from)[..]) {
+            return Err(at(
+                header_line,
+                "not a log fe-host wrote: the header must start with mode,epoch,step".into(),
+            ));
+        }
+        logger.columns = header[3..].to_vec();
+        for (line, fields) in records {
+            if fields.len() != header.len() {
+                let message = format!(
+                    "{} fields, but the header has {}",
+                    fields.len(),
+                    header.len()
+                );
+                return Err(at(line, message));
+            }
+            let number = |i: usize| {
+                fields[i].parse::<u64>().map_err(|_| {
+                    at(
+                        line,
+                        format!("{} {:?} is not a number", FIXED[i], fields[i]),
+                    )
+                })
+            };
+            let (epoch, row_step) = (number(1)?, number(2)?);
+            if row_step > step {
+                continue;
+            }
+            let mut values = BTreeMap::new();
+            for (key, cell) in logger.columns.iter().zip(&fields[3..]) {
+                if !cell.is_empty() {
+                    let value = cell
+                        .parse::<f64>()
+                        .map_err(|_| at(line, format!("{key}: {cell:?} is not a number")))?;
+                    values.insert(key.clone(), value);
+                }
+            }
+            logger.rows.push(EpochRow {
+                mode: fields[0].clone(),
+                epoch: u32::try_from(epoch).map_err(|_| at(line, "epoch out of range".into()))?,
+                step: row_step,
+                values,
+            });
+        }
+        logger.rewrite()?;
+        logger.stale = false;
+        Ok(logger)
+    }
+
     /// The log's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -100,11 +173,7 @@ impl CsvLogger {
         for row in &self.rows {
             text.push_str(&self.line(row));
         }
-        let mut tmp_name = self.path.file_name().unwrap_or_default().to_owned();
-        tmp_name.push(".tmp");
-        let tmp = self.path.with_file_name(tmp_name);
-        std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))
+        super::replace_file(&self.path, text.as_bytes())
     }
 
     fn line(&self, row: &EpochRow) -> String {
@@ -399,5 +468,46 @@ mod tests {
         }
         std::fs::write(&path, "").unwrap();
         assert!(read_csv(&path).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_resumed_log_keeps_the_rows_up_to_the_checkpoint_and_continues() {
+        let dir = TestDir::new("csv-resume");
+        let path = dir.path().join("log.csv");
+        let mut log = CsvLogger::create(&path).unwrap();
+        for r in [
+            row("train", 1, 10, &[("ce", 1.0)]),
+            row("eval", 1, 10, &[("acc", 0.5)]),
+            row("train", 2, 20, &[("ce", 0.5)]),
+        ] {
+            log.write_epoch(&r).unwrap();
+        }
+        drop(log);
+        let mut log = CsvLogger::resume(&path, 10).unwrap();
+        log.write_epoch(&row("train", 2, 20, &[("ce", 0.25)]))
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "mode,epoch,step,ce,acc\ntrain,1,10,1,\neval,1,10,,0.5\ntrain,2,20,0.25,\n"
+        );
+        let missing = dir.path().join("new.csv");
+        CsvLogger::resume(&missing, 5).unwrap();
+        assert!(missing.exists());
+    }
+
+    #[test]
+    fn resuming_a_foreign_csv_is_refused_naming_the_file() {
+        let dir = TestDir::new("csv-resume-foreign");
+        let path = dir.path().join("log.csv");
+        std::fs::write(&path, "step,mode,ce\n1,train,2\n").unwrap();
+        let error = CsvLogger::resume(&path, 5).unwrap_err().to_string();
+        assert!(
+            error.contains("log.csv") && error.contains("mode,epoch,step"),
+            "{error}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "step,mode,ce\n1,train,2\n"
+        );
     }
 }

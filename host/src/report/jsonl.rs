@@ -74,6 +74,35 @@ impl JsonlLogger {
         Self::open(path, true)
     }
 
+    /// Opens the log of a run resumed at global step `step`: rows written after it (by the
+    /// attempt that crashed after its last checkpoint) are dropped, as is a line a crash left
+    /// half-written, so the log reads as if the run had never stopped. A missing log is
+    /// created.
+    pub fn resume(path: &Path, step: u64) -> Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Self::create(path),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let mut kept = String::with_capacity(text.len());
+        for (n, line) in text.split_inclusive('\n').enumerate() {
+            if !line.ends_with('\n') || line.trim().is_empty() {
+                continue;
+            }
+            let row = parse_row(line.trim_end())
+                .map_err(|e| Error::data(path, format!("line {}: {e}", n + 1)))?;
+            let row_step = match &row {
+                JsonlRow::Epoch(row) => row.step,
+                JsonlRow::Instance(row) => row.step,
+            };
+            if row_step <= step {
+                kept.push_str(line);
+            }
+        }
+        super::replace_file(path, kept.as_bytes())?;
+        Self::append(path)
+    }
+
     fn open(path: &Path, append: bool) -> Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
@@ -447,5 +476,32 @@ mod tests {
         }
         let missing = dir.path().join("missing.jsonl");
         assert!(matches!(read_jsonl(&missing), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn a_resumed_log_drops_rows_after_the_checkpoint_and_a_torn_last_line() {
+        let dir = TestDir::new("jsonl-resume");
+        let path = dir.path().join("log.jsonl");
+        let mut log = JsonlLogger::create(&path).unwrap();
+        log.write_epoch(&row("train", 1, 10, &[("ce", 1.0)]))
+            .unwrap();
+        log.write_epoch(&row("train", 2, 20, &[("ce", 0.5)]))
+            .unwrap();
+        drop(log);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"mode\":\"eval\",\"epo");
+        std::fs::write(&path, text).unwrap();
+        let mut log = JsonlLogger::resume(&path, 10).unwrap();
+        log.write_epoch(&row("train", 2, 20, &[("ce", 0.25)]))
+            .unwrap();
+        drop(log);
+        let rows = read_jsonl_rows(&path).unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                JsonlRow::Epoch(row("train", 1, 10, &[("ce", 1.0)])),
+                JsonlRow::Epoch(row("train", 2, 20, &[("ce", 0.25)])),
+            ]
+        );
     }
 }

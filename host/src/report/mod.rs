@@ -29,6 +29,19 @@ pub use tensorboard::{read_events, Event, EventWriter, SummaryValue};
 
 use crate::error::{Error, Result};
 
+/// Writes `bytes` to `path` through a temporary sibling renamed over it, so a crash leaves the
+/// old file or the new one, never half of either.
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
 /// Logged scalars: `{mode: {key: {step: value}}}`, as in [`Summary`](crate::system::Summary).
 pub type History = BTreeMap<String, BTreeMap<String, BTreeMap<u64, f64>>>;
 

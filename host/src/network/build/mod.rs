@@ -1,25 +1,32 @@
 //! Builds the network from the manifest: models (with their optimizers), ops (plugin ops,
 //! built-ins and meta ops around them), slicers and post-processing, each created from the
-//! registry, every error pointing at the manifest.
+//! registry, every error pointing at the manifest. Models are built in `models`, meta ops
+//! (`Sometimes`, `OneOf`, `Repeat`, `Fuse`) in `meta`.
+
+pub(crate) mod meta;
+mod models;
+
+use meta::{ListConfig, RepeatConfig, SometimesConfig};
+pub use models::describe_table;
+use models::{build_model, check_precision};
 
 use fe_plugin_api::{ComponentKind, DeviceSpec};
-use serde::Deserialize;
 use tch::Device;
 
 use super::builtin::{
     GradientOp, GradientOpConfig, ModelOp, ModelOpConfig, UpdateOp, UpdateOpConfig,
 };
 use super::keys::Keys;
-use super::meta::{Condition, MetaOp};
-use super::model::{ModelParts, ModelSlot, OptimizerSlot};
+use super::meta::MetaOp;
+use super::model::ModelSlot;
 use super::node::{OpKind, OpNode};
 use super::post::PostOp;
 use super::slicing::SlicerNode;
 use super::Network;
-use crate::error::{Error, Result};
-use crate::manifest::{ComponentSpec, KeyPath, Manifest, ModelConfig};
+use crate::error::Result;
+use crate::manifest::{ComponentSpec, Manifest};
 use crate::plugins::create::{creation_error, unknown_component, Creation};
-use crate::plugins::handles::{ModelHandle, NumpyOpHandle, SlicerHandle, TensorOpHandle};
+use crate::plugins::handles::{NumpyOpHandle, SlicerHandle, TensorOpHandle};
 use crate::plugins::Registry;
 use crate::schedule::{InForce, ModeFilter, Scheduled};
 
@@ -81,122 +88,6 @@ pub fn build(
     Ok(network)
 }
 
-fn build_model(
-    manifest: &Manifest,
-    registry: &Registry,
-    config: &ModelConfig,
-    device: Device,
-) -> Result<ModelSlot> {
-    let path = config.path.key("architecture");
-    let creation = Creation::new(
-        &config.path,
-        &[],
-        &[],
-        DeviceSpec::from(device),
-        manifest.run.seed,
-    );
-    let text = toml::to_string(&config.config).unwrap_or_default();
-    let handle = match registry.create_model(&config.architecture, &text, &creation.context()) {
-        None => {
-            return Err(unknown_component(
-                manifest,
-                registry,
-                &path,
-                ComponentKind::Model,
-                &config.architecture,
-            ))
-        }
-        Some(Err(error)) => return Err(creation_error(manifest, &config.path, error)),
-        Some(Ok(object)) => ModelHandle(object),
-    };
-    let variables = handle
-        .variables()
-        .map_err(|error| creation_error(manifest, &config.path, error))?;
-    let mut optimizers = Vec::new();
-    if let Some(scheduled) = &config.optimizer {
-        for (table, epochs) in scheduled.variants() {
-            let path = scheduled
-                .schedule
-                .variant_path(&config.path.key("optimizer"), epochs.variant());
-            let configured = crate::optim::build(table)
-                .map_err(|e| manifest.error_at(&path.join_dotted(e.field()), e.message()))?;
-            optimizers.push(OptimizerSlot {
-                optimizer: configured.optimizer,
-                lr_schedule: configured.lr_schedule,
-                epochs,
-                summary: describe_table(table),
-            });
-        }
-    }
-    let parts = ModelParts {
-        name: config.name.clone(),
-        architecture: config.architecture.clone(),
-        handle,
-        variables,
-        optimizers,
-        trainable: config.trainable,
-        mixed_precision: config.mixed_precision,
-    };
-    ModelSlot::new(parts, device).map_err(|e| {
-        Error::Run(format!(
-            "model `{}`: cannot move it to {device:?}: {}",
-            config.name,
-            crate::tch_message(e)
-        ))
-    })
-}
-
-/// `sgd { lr = 0.1, momentum = 0.9 }`: an optimizer table as one line.
-pub fn describe_table(table: &toml::Table) -> String {
-    let mut rest = table.clone();
-    let kind = match rest.remove("type") {
-        Some(toml::Value::String(kind)) => kind,
-        _ => "?".to_owned(),
-    };
-    if rest.is_empty() {
-        return kind;
-    }
-    let fields: Vec<String> = rest
-        .iter()
-        .map(|(key, value)| match value {
-            // `lr = cosine_decay(cycle_length = 1000, init_lr = 0.001)`
-            toml::Value::Table(schedule) if schedule.contains_key("schedule") => {
-                let mut params = schedule.clone();
-                let name = params
-                    .remove("schedule")
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                let params: Vec<String> =
-                    params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-                format!("{key} = {name}({})", params.join(", "))
-            }
-            _ => format!("{key} = {value}"),
-        })
-        .collect();
-    format!("{kind} {{ {} }}", fields.join(", "))
-}
-
-/// All models mixed precision, or none (seed 000's rule).
-fn check_precision(manifest: &Manifest, models: &[ModelSlot]) -> Result<()> {
-    let mixed: Vec<&ModelConfig> = manifest
-        .models
-        .iter()
-        .filter(|m| m.mixed_precision)
-        .collect();
-    if mixed.is_empty() || mixed.len() == models.len() {
-        return Ok(());
-    }
-    let full = manifest.models.iter().find(|m| !m.mixed_precision);
-    let (mixed, full) = (mixed[0], full.map(|m| m.name.as_str()).unwrap_or("?"));
-    Err(manifest.error_at(
-        &mixed.path.key("mixed_precision"),
-        format!(
-            "cannot mix full-precision and mixed-precision models: `{}` is mixed but `{full}` is not",
-            mixed.name
-        ),
-    ))
-}
-
 struct Builder<'a> {
     manifest: &'a Manifest,
     registry: &'a Registry,
@@ -214,43 +105,6 @@ fn host_config<T: serde::de::DeserializeOwned>(
             format!("{} ({})", e.message(), spec.name),
         )
     })
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SometimesConfig {
-    /// Probability of running the wrapped op.
-    #[serde(default = "half")]
-    prob: f64,
-    /// The wrapped op's table.
-    wrap: toml::Table,
-}
-
-fn half() -> f64 {
-    0.5
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RepeatConfig {
-    /// Fixed number of runs.
-    #[serde(default)]
-    repeat: Option<u32>,
-    /// Or: keep running while this holds (after a first run).
-    #[serde(default, rename = "while")]
-    while_: Option<Condition>,
-    /// Upper bound on runs with `while`.
-    #[serde(default)]
-    max_iter: Option<u32>,
-    /// The wrapped op's table.
-    wrap: toml::Table,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListConfig {
-    /// The wrapped ops' tables.
-    ops: Vec<toml::Table>,
 }
 
 impl Builder<'_> {
@@ -414,28 +268,8 @@ impl Builder<'_> {
             }
             "Repeat" => {
                 let config: RepeatConfig = host_config(manifest, spec)?;
+                let condition = config.condition(manifest, spec, keys)?;
                 let child = self.child(spec, config.wrap, spec.path.key("wrap"), keys)?;
-                let condition = match (config.repeat, config.while_) {
-                    (Some(_), Some(_)) | (None, None) => return Err(manifest.error_at(
-                        &spec.path,
-                        "Repeat needs exactly one of `repeat` (a count) and `while` (a condition)",
-                    )),
-                    (Some(0), None) => {
-                        return Err(
-                            manifest.error_at(&spec.path.key("repeat"), "must be at least 1")
-                        )
-                    }
-                    (Some(_), None) => None,
-                    (None, Some(condition)) => {
-                        condition
-                            .validate()
-                            .map_err(|e| manifest.error_at(&spec.path.key("while"), e))?;
-                        Some((keys.intern(&condition.key), condition))
-                    }
-                };
-                if config.max_iter == Some(0) {
-                    return Err(manifest.error_at(&spec.path.key("max_iter"), "must be at least 1"));
-                }
                 let times = config.repeat.unwrap_or(1);
                 let max_iter = config.max_iter;
                 let mut node =
@@ -583,83 +417,6 @@ impl Builder<'_> {
         };
         let modes = self.modes(spec, "train")?;
         Ok(self.node(spec, OpKind::Update(op), &[input], &[], modes, keys))
-    }
-
-    /// An op nested in a meta op. Modes and dataset ids belong to the meta op.
-    fn child(
-        &self,
-        parent: &ComponentSpec,
-        table: toml::Table,
-        path: KeyPath,
-        keys: &mut Keys,
-    ) -> Result<OpNode> {
-        let spec = ComponentSpec::parse(path, table, "op", ["inputs", "outputs"])
-            .map_err(|p| self.manifest.error_at(&p.path, p.message))?;
-        if spec.mode.is_some() || spec.ds_id != crate::schedule::DsFilter::Any {
-            return Err(self.manifest.error_at(
-                &spec.path,
-                format!(
-                    "set `mode` and `ds_id` on the {} around this op, not inside it",
-                    parent.name
-                ),
-            ));
-        }
-        self.op(&spec, keys)
-    }
-
-    /// A meta op over `children`: its keys are their keys (reads of keys a child writes first
-    /// excluded); its modes are its own, or else the first child's.
-    fn meta(
-        &self,
-        spec: &ComponentSpec,
-        children: Vec<OpNode>,
-        keys: &mut Keys,
-        make: impl FnOnce(Vec<OpNode>) -> MetaOp,
-    ) -> Result<OpNode> {
-        if !spec.inputs.is_empty() || !spec.outputs.is_empty() {
-            return Err(self.manifest.error_at(
-                &spec.path,
-                format!("{} takes its keys from the ops it wraps", spec.name),
-            ));
-        }
-        let mut inputs = Vec::new();
-        let mut outputs = Vec::new();
-        for child in &children {
-            for key in &child.inputs {
-                if !inputs.contains(key) && !outputs.contains(key) {
-                    inputs.push(*key);
-                }
-            }
-            for key in &child.outputs {
-                if !outputs.contains(key) {
-                    outputs.push(*key);
-                }
-            }
-        }
-        // Sometimes may skip its op: keys it would write keep their current values, so they are
-        // inputs too (FastEstimator's `extra_inputs`).
-        if spec.name == "Sometimes" {
-            for key in &outputs {
-                if !inputs.contains(key) {
-                    inputs.push(*key);
-                }
-            }
-        }
-        let modes = match spec.mode {
-            Some(modes) => modes,
-            None => children.first().map(|c| c.modes).unwrap_or(ModeFilter::ALL),
-        };
-        let _ = keys;
-        Ok(OpNode {
-            label: spec.label(),
-            name: spec.name.clone(),
-            inputs,
-            outputs,
-            modes,
-            ds_ids: spec.ds_id.clone(),
-            epochs: InForce::always(),
-            kind: OpKind::Meta(make(children)),
-        })
     }
 
     fn slicer(&self, spec: &ComponentSpec, keys: &mut Keys) -> Result<SlicerNode> {

@@ -1,0 +1,127 @@
+//! Models and their optimizers, from `[[models]]`.
+
+use fe_plugin_api::{ComponentKind, DeviceSpec};
+use tch::Device;
+
+use super::super::model::{ModelParts, ModelSlot, OptimizerSlot};
+use crate::error::{Error, Result};
+use crate::manifest::{Manifest, ModelConfig};
+use crate::plugins::create::{creation_error, unknown_component, Creation};
+use crate::plugins::handles::ModelHandle;
+use crate::plugins::Registry;
+
+pub(super) fn build_model(
+    manifest: &Manifest,
+    registry: &Registry,
+    config: &ModelConfig,
+    device: Device,
+) -> Result<ModelSlot> {
+    let path = config.path.key("architecture");
+    let creation = Creation::new(
+        &config.path,
+        &[],
+        &[],
+        DeviceSpec::from(device),
+        manifest.run.seed,
+    );
+    let text = toml::to_string(&config.config).unwrap_or_default();
+    let handle = match registry.create_model(&config.architecture, &text, &creation.context()) {
+        None => {
+            return Err(unknown_component(
+                manifest,
+                registry,
+                &path,
+                ComponentKind::Model,
+                &config.architecture,
+            ))
+        }
+        Some(Err(error)) => return Err(creation_error(manifest, &config.path, error)),
+        Some(Ok(object)) => ModelHandle(object),
+    };
+    let variables = handle
+        .variables()
+        .map_err(|error| creation_error(manifest, &config.path, error))?;
+    let mut optimizers = Vec::new();
+    if let Some(scheduled) = &config.optimizer {
+        for (table, epochs) in scheduled.variants() {
+            let path = scheduled
+                .schedule
+                .variant_path(&config.path.key("optimizer"), epochs.variant());
+            let configured = crate::optim::build(table)
+                .map_err(|e| manifest.error_at(&path.join_dotted(e.field()), e.message()))?;
+            optimizers.push(OptimizerSlot {
+                optimizer: configured.optimizer,
+                lr_schedule: configured.lr_schedule,
+                epochs,
+                summary: describe_table(table),
+            });
+        }
+    }
+    let parts = ModelParts {
+        name: config.name.clone(),
+        architecture: config.architecture.clone(),
+        handle,
+        variables,
+        optimizers,
+        trainable: config.trainable,
+        mixed_precision: config.mixed_precision,
+    };
+    ModelSlot::new(parts, device).map_err(|e| {
+        Error::Run(format!(
+            "model `{}`: cannot move it to {device:?}: {}",
+            config.name,
+            crate::tch_message(e)
+        ))
+    })
+}
+
+/// `sgd { lr = 0.1, momentum = 0.9 }`: an optimizer table as one line.
+pub fn describe_table(table: &toml::Table) -> String {
+    let mut rest = table.clone();
+    let kind = match rest.remove("type") {
+        Some(toml::Value::String(kind)) => kind,
+        _ => "?".to_owned(),
+    };
+    if rest.is_empty() {
+        return kind;
+    }
+    let fields: Vec<String> = rest
+        .iter()
+        .map(|(key, value)| match value {
+            // `lr = cosine_decay(cycle_length = 1000, init_lr = 0.001)`
+            toml::Value::Table(schedule) if schedule.contains_key("schedule") => {
+                let mut params = schedule.clone();
+                let name = params
+                    .remove("schedule")
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let params: Vec<String> =
+                    params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                format!("{key} = {name}({})", params.join(", "))
+            }
+            _ => format!("{key} = {value}"),
+        })
+        .collect();
+    format!("{kind} {{ {} }}", fields.join(", "))
+}
+
+/// All models mixed precision, or none (seed 000's rule).
+pub(super) fn check_precision(manifest: &Manifest, models: &[ModelSlot]) -> Result<()> {
+    let mixed: Vec<&ModelConfig> = manifest
+        .models
+        .iter()
+        .filter(|m| m.mixed_precision)
+        .collect();
+    if mixed.is_empty() || mixed.len() == models.len() {
+        return Ok(());
+    }
+    let full = manifest.models.iter().find(|m| !m.mixed_precision);
+    let (mixed, full) = (mixed[0], full.map(|m| m.name.as_str()).unwrap_or("?"));
+    Err(manifest.error_at(
+        &mixed.path.key("mixed_precision"),
+        format!(
+            "cannot mix full-precision and mixed-precision models: `{}` is mixed but `{full}` is not",
+            mixed.name
+        ),
+    ))
+}

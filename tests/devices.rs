@@ -1,0 +1,68 @@
+//! Devices on a machine without a GPU (CI): the CUDA link is there, requests for CUDA are
+//! refused saying what exists, and the run-wide libtorch settings apply.
+
+use crate::util::{fe_host, lenet_manifest, run, run_failing, summary, Run, TempDir};
+
+#[test]
+fn libtorch_cuda_is_linked_so_cuda_is_never_silently_lost() {
+    // Without the explicit --no-as-needed link the linker drops libtorch_cuda (nothing calls it
+    // directly) and a GPU machine would train on the CPU without a word.
+    let out = run(&["devices"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "libtorch_cuda loaded: true");
+    assert_contains!(out.stdout, "built with: CUDA 13.0");
+    assert_contains!(out.stdout, "driver: ");
+}
+
+#[test]
+fn cuda_visible_devices_is_honoured_and_named_in_the_refusal() {
+    let dir = TempDir::new("visible");
+    let path = dir.write("m.toml", &lenet_manifest(1, ""));
+    let out: Run = fe_host()
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .args(["run", &path.to_string_lossy(), "--device", "cuda"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert_contains!(
+        out.stderr,
+        "libtorch sees 0 CUDA device(s), CUDA_VISIBLE_DEVICES=\"\""
+    );
+    let devices: Run = fe_host()
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .arg("devices")
+        .output()
+        .unwrap()
+        .into();
+    assert_contains!(devices.stdout, "CUDA_VISIBLE_DEVICES=\"\"");
+}
+
+#[test]
+fn deterministic_runs_repeat_exactly_and_exclude_cudnn_autotuning() {
+    let dir = TempDir::new("deterministic");
+    let manifest = lenet_manifest(1, "").replace(
+        "[run]\n",
+        "[run]\ndeterministic = true\ntrain_steps_per_epoch = 15\n",
+    );
+    let strip = |mut s: serde_json::Value| {
+        for mode in ["train", "eval"] {
+            if let Some(keys) = s["history"][mode].as_object_mut() {
+                keys.retain(|k, _| !k.contains("sec"));
+            }
+        }
+        s["history"].clone()
+    };
+    let (a, b) = (summary(&dir, &manifest), summary(&dir, &manifest));
+    assert_eq!(strip(a), strip(b));
+    let both = manifest.replace(
+        "deterministic = true",
+        "deterministic = true\ncudnn_benchmark = true",
+    );
+    let path = dir.write("both.toml", &both);
+    let out = run_failing(&["run", &path.to_string_lossy()], 2);
+    assert_contains!(
+        out.stderr,
+        "run.deterministic and run.cudnn_benchmark exclude each other"
+    );
+}

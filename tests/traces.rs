@@ -1,0 +1,289 @@
+//! Traces in real runs: early stopping, the model savers, the loggers, TensorBoard files and
+//! the end-of-run plot, all read back from disk.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use fe_host::report::{read_csv, read_events, read_jsonl};
+
+use crate::util::{fe_host, lenet_manifest, run, run_with_summary, steps, TempDir};
+
+/// LeNet learning for two epochs, then frozen (SGD with lr 0), so the evaluation loss stops
+/// improving from epoch 3 on, exactly.
+fn plateau_manifest(epochs: u32, extra: &str) -> String {
+    lenet_manifest(epochs, extra)
+        .replace("[run]\n", "[run]\ntrain_steps_per_epoch = 30\n")
+        .replace(
+            "optimizer = { type = \"adam\", lr = 0.001 }",
+            "optimizer = { epoch = { 1 = { type = \"adam\", lr = 0.001 }, 3 = { type = \"sgd\", lr = 0.0 } } }",
+        )
+}
+
+#[test]
+fn early_stopping_stops_when_eval_loss_stops_improving_and_on_end_still_runs() {
+    let dir = TempDir::new("early-stop");
+    let events = dir.path().join("events.txt");
+    let best = dir.path().join("best");
+    let traces = format!(
+        r#"
+[[traces]]
+trace = "EarlyStopping"
+monitor = "ce"
+patience = 2
+
+[[traces]]
+trace = "BestModelSaver"
+model = "lenet"
+save_dir = "{best}"
+
+[[traces]]
+trace = "RecordEvents"
+file = "{events}"
+"#,
+        best = best.display(),
+        events = events.display()
+    );
+    let (out, summary) = run_with_summary(&dir, &plateau_manifest(10, &traces));
+    let eval = steps(&summary, "eval", "ce");
+    assert_eq!(
+        eval.iter().map(|(step, _)| *step).collect::<Vec<_>>(),
+        [30, 60, 90, 120],
+        "evaluations until the stop: {eval:?}"
+    );
+    assert!(eval[1].1 < eval[0].1, "epoch 2 improves: {eval:?}");
+    assert_eq!(eval[2].1, eval[1].1, "frozen from epoch 3: {eval:?}");
+    assert_eq!(eval[3].1, eval[1].1, "frozen from epoch 3: {eval:?}");
+    let train_epochs: Vec<u64> = steps(&summary, "train", "epoch_time(sec)")
+        .into_iter()
+        .map(|(step, _)| step)
+        .collect();
+    assert_eq!(
+        train_epochs,
+        [30, 60, 90, 120],
+        "no training after the stop"
+    );
+    assert!(
+        out.stdout.contains("EarlyStopping"),
+        "the stop is announced:\n{}",
+        out.stdout
+    );
+    let events = std::fs::read_to_string(&events).unwrap();
+    assert_eq!(
+        events.lines().collect::<Vec<_>>(),
+        ["on_begin", "on_end", "on_trial_close"]
+    );
+    let saved = best.join("lenet_best_ce.safetensors");
+    assert!(saved.is_file(), "best model file {}", saved.display());
+}
+
+#[test]
+fn tensorboard_events_hold_every_logged_value_at_its_step() {
+    let dir = TempDir::new("tensorboard");
+    let tb = dir.path().join("tb");
+    let manifest = lenet_manifest(
+        2,
+        &format!(
+            "\n[[traces]]\ntrace = \"TensorBoard\"\nlog_dir = \"{}\"\n",
+            tb.display()
+        ),
+    )
+    .replace("[run]\n", "[run]\ntrain_steps_per_epoch = 20\n")
+    .replace("log_steps = 50", "log_steps = 10");
+    let (_, summary) = run_with_summary(&dir, &manifest);
+    for mode in ["train", "eval"] {
+        let files: Vec<_> = std::fs::read_dir(tb.join(mode))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "one event file per mode: {files:?}");
+        let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("events.out.tfevents."), "{name}");
+        let events = read_events(&files[0]).unwrap();
+        assert_eq!(
+            events[0].file_version.as_deref(),
+            Some("brain.Event:2"),
+            "the first record names the format"
+        );
+        let mut read: BTreeMap<String, Vec<(u64, f32)>> = BTreeMap::new();
+        for event in &events[1..] {
+            for value in &event.values {
+                read.entry(value.tag.clone())
+                    .or_default()
+                    .push((event.step as u64, value.simple_value.unwrap()));
+            }
+        }
+        // The finish line's overall rate is computed after the last trace ran.
+        let logged: Vec<&String> = summary["history"][mode]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| *k != "steps/sec (overall)")
+            .collect();
+        assert_eq!(read.keys().collect::<Vec<_>>(), logged, "{mode}: tags");
+        for (tag, values) in &read {
+            let want: Vec<(u64, f32)> = steps(&summary, mode, tag)
+                .into_iter()
+                .map(|(s, v)| (s, v as f32))
+                .collect();
+            assert_eq!(values, &want, "{mode}/{tag}");
+        }
+    }
+    let train_steps: Vec<u64> = steps(&summary, "train", "ce")
+        .iter()
+        .map(|(s, _)| *s)
+        .collect();
+    assert_eq!(
+        train_steps,
+        [1, 10, 20, 30, 40],
+        "logged at step 1 and every 10"
+    );
+}
+
+#[test]
+fn csv_and_jsonl_loggers_write_a_row_per_epoch_and_mode() {
+    let dir = TempDir::new("loggers");
+    let csv = dir.path().join("logs/run.csv");
+    let jsonl = dir.path().join("logs/run.jsonl");
+    let traces = format!(
+        "\n[[traces]]\ntrace = \"CSVLogger\"\nfilename = \"{}\"\n\n[[traces]]\ntrace = \"JSONLLogger\"\nfilename = \"{}\"\n",
+        csv.display(),
+        jsonl.display()
+    );
+    let manifest = lenet_manifest(2, &traces)
+        .replace("[run]\n", "[run]\ntrain_steps_per_epoch = 20\n")
+        .replace("log_steps = 50", "log_steps = 15");
+    let (_, summary) = run_with_summary(&dir, &manifest);
+    let accuracy = steps(&summary, "eval", "accuracy");
+    // CSVLogger runs in eval and test by default (FastEstimator); JSONLLogger in every mode.
+    let from_csv = read_csv(&csv).unwrap();
+    assert_eq!(from_csv.keys().collect::<Vec<_>>(), ["eval"]);
+    let from_jsonl = read_jsonl(&jsonl).unwrap();
+    assert_eq!(from_jsonl.keys().collect::<Vec<_>>(), ["eval", "train"]);
+    for history in [&from_csv, &from_jsonl] {
+        let logged: Vec<(u64, f64)> = history["eval"]["accuracy"]
+            .iter()
+            .map(|(s, v)| (*s, *v))
+            .collect();
+        assert_eq!(logged, accuracy, "bit-exact values at the epochs' steps");
+    }
+    let header = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        header.starts_with("mode,epoch,step,"),
+        "FastEstimator-style columns: {header}"
+    );
+    assert_eq!(
+        from_jsonl["train"]["ce"].keys().collect::<Vec<_>>(),
+        [&20, &40],
+        "the training loss logged during each epoch (steps 1, 15, 30) is in its row"
+    );
+}
+
+#[test]
+fn render_builds_loggers_without_touching_their_files() {
+    let dir = TempDir::new("render-loggers");
+    let csv = dir.write("old.csv", "mode,epoch,step,ce\neval,1,10,0.5\n");
+    let manifest = lenet_manifest(
+        1,
+        &format!(
+            "\n[[traces]]\ntrace = \"CSVLogger\"\nfilename = \"{}\"\n",
+            csv.display()
+        ),
+    );
+    let path = dir.write("m.toml", &manifest);
+    let out = run(&["render", &path.to_string_lossy()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&csv).unwrap(),
+        "mode,epoch,step,ce\neval,1,10,0.5\n"
+    );
+}
+
+/// A file is a PNG or SVG of at least `min_bytes`, with the dimensions it declares.
+fn assert_image(path: &Path, min_bytes: usize) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        bytes.len() >= min_bytes,
+        "{}: {} bytes",
+        path.display(),
+        bytes.len()
+    );
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+        let height = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+        assert_eq!(&bytes[12..16], b"IHDR");
+        assert!(width >= 400 && height >= 300, "{width}x{height}");
+    } else {
+        let text = String::from_utf8(bytes).unwrap();
+        let start = text.find("<svg").expect("an <svg> element");
+        assert!(text.trim_end().ends_with("</svg>"), "a complete document");
+        let tag = &text[start..start + text[start..].find('>').unwrap()];
+        assert!(
+            tag.contains("width=\"") && tag.contains("height=\""),
+            "{tag}"
+        );
+        assert!(text.matches("<polyline").count() + text.matches("<path").count() >= 3);
+    }
+}
+
+#[test]
+fn log_dir_gets_the_run_log_and_a_plot_and_logs_compares_runs() {
+    let dir = TempDir::new("log-dir");
+    let manifest = lenet_manifest(2, "").replace("[run]\n", "[run]\ntrain_steps_per_epoch = 20\n");
+    let path = dir.write("m.toml", &manifest);
+    let mut runs = Vec::new();
+    for name in ["a", "b"] {
+        let log_dir = dir.path().join(name);
+        let out: crate::util::Run = fe_host()
+            .args([
+                "run",
+                &path.to_string_lossy(),
+                "--log-dir",
+                &log_dir.to_string_lossy(),
+            ])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains("metrics.svg"), "{}", out.stdout);
+        assert_image(&log_dir.join("metrics.svg"), 10_000);
+        let history = read_jsonl(&log_dir.join("log.jsonl")).unwrap();
+        assert_eq!(history["eval"]["accuracy"].len(), 2);
+        runs.push(log_dir);
+    }
+    let svg = std::fs::read_to_string(runs[0].join("metrics.svg")).unwrap();
+    for key in ["accuracy", "ce"] {
+        assert!(svg.contains(key), "a panel for {key}");
+    }
+    let png = dir.path().join("compare.png");
+    let out = run(&[
+        "logs",
+        &runs[0].to_string_lossy(),
+        &runs[1].to_string_lossy(),
+        "--out",
+        &png.to_string_lossy(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("2 run(s)"), "{}", out.stdout);
+    assert_image(&png, 10_000);
+}
+
+#[test]
+fn the_main_example_writes_its_plot() {
+    // The README's main command runs examples/lenet.toml; its plot goes to runs/lenet.
+    let text = std::fs::read_to_string(crate::util::root().join("examples/lenet.toml")).unwrap();
+    assert!(text.contains("log_dir = \"../runs/lenet\""), "{text}");
+}
+
+#[test]
+fn a_trace_input_nothing_provides_is_an_error_before_training() {
+    let dir = TempDir::new("trace-missing");
+    let manifest = lenet_manifest(
+        1,
+        "\n[[traces]]\ntrace = \"Accuracy\"\ninputs = [\"y\", \"logits\"]\noutputs = \"acc2\"\n",
+    );
+    let path = dir.write("m.toml", &manifest);
+    let out = crate::util::run_failing(&["run", &path.to_string_lossy()], 2);
+    for part in ["Accuracy", "`logits`", "eval", "epoch 1"] {
+        assert!(out.stderr.contains(part), "{part}: {}", out.stderr);
+    }
+}
