@@ -10,80 +10,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use fe_host::estimator::{Estimator, RunOptions};
 use fe_host::manifest::Manifest;
 use fe_host::plugins::{load_registry, search_path};
-use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
 const BATCH: i64 = 32;
 
 mod common;
-use common::{env_or, median, write_dataset, MANIFEST, SAMPLES};
+use common::{env_or, hand_written_steps_per_second, median, write_dataset, MANIFEST, SAMPLES};
 
-/// FastEstimator's LeNet written directly against tch.
-#[derive(Debug)]
-struct LeNet {
-    conv1: nn::Conv2D,
-    conv2: nn::Conv2D,
-    conv3: nn::Conv2D,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
-}
-
-impl LeNet {
-    fn new(vs: &nn::Path<'_>) -> Self {
-        Self {
-            conv1: nn::conv2d(vs / "conv1", 1, 32, 3, Default::default()),
-            conv2: nn::conv2d(vs / "conv2", 32, 64, 3, Default::default()),
-            conv3: nn::conv2d(vs / "conv3", 64, 64, 3, Default::default()),
-            fc1: nn::linear(vs / "fc1", 576, 64, Default::default()),
-            fc2: nn::linear(vs / "fc2", 64, 10, Default::default()),
-        }
-    }
-}
-
-impl Module for LeNet {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let x = x.apply(&self.conv1).relu().max_pool2d_default(2);
-        let x = x.apply(&self.conv2).relu().max_pool2d_default(2);
-        let x = x.apply(&self.conv3).flatten(1, -1);
-        x.apply(&self.fc1)
-            .relu()
-            .apply(&self.fc2)
-            .softmax(-1, Kind::Float)
-    }
-}
-
-/// The hand-written loop: data preprocessed once into tensors, shuffled per pass, Adam.
+/// The hand-written loop (`common::hand_written_steps_per_second`): data preprocessed once into
+/// tensors, shuffled per pass, Adam.
 fn hand_written(images: &Tensor, labels: &Tensor, steps: usize) -> f64 {
-    tch::manual_seed(42);
-    let vs = nn::VarStore::new(Device::Cpu);
-    let net = LeNet::new(&vs.root());
-    let mut opt = nn::Adam::default().build(&vs, 1e-3).expect("adam");
-    let n = images.size()[0];
-    let start = Instant::now();
-    let mut step = 0;
-    while step < steps {
-        let order = Tensor::randperm(n, (Kind::Int64, Device::Cpu));
-        for batch in 0..n / BATCH {
-            if step == steps {
-                break;
-            }
-            let index = order.narrow(0, batch * BATCH, BATCH);
-            let (x, y) = (
-                images.index_select(0, &index),
-                labels.index_select(0, &index),
-            );
-            let probs = net.forward(&x);
-            let loss = probs.clamp(1e-7, 1.0 - 1e-7).log().nll_loss(&y);
-            opt.backward_step(&loss);
-            step += 1;
-        }
-    }
-    steps as f64 / start.elapsed().as_secs_f64()
+    hand_written_steps_per_second(images, labels, steps, BATCH)
 }
 
 fn fe_host_run(manifest_path: &Path, plugin_dir: &Path, steps: usize) -> f64 {
