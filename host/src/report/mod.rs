@@ -134,7 +134,7 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<RunHistory>> {
             files.push(path.clone());
         }
     }
-    let stems: Vec<String> = files.iter().map(|f| file_stem(f)).collect();
+    let stems: Vec<String> = files.iter().map(|f| run_name(f)).collect();
     files
         .iter()
         .zip(&stems)
@@ -164,6 +164,16 @@ pub fn read_log(path: &Path) -> Result<History> {
             path,
             "not a log: expected a .jsonl or .csv file",
         )),
+    }
+}
+
+/// A run's name: its log's file stem, or for `log.jsonl`/`log.csv` (a run's `log_dir`) its
+/// directory's name.
+fn run_name(path: &Path) -> String {
+    let stem = file_stem(path);
+    match path.parent().and_then(Path::file_name) {
+        Some(dir) if stem == "log" => dir.to_string_lossy().into_owned(),
+        _ => stem,
     }
 }
 
@@ -315,7 +325,7 @@ mod tests {
 
         let runs = load_runs(&[a.clone(), b.join("log.csv")]).unwrap();
         let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["a/log", "b/log"]);
+        assert_eq!(names, ["a", "b"], "a run's log_dir names it");
         assert_eq!(runs[1].history, history(&[("eval", "ce", 20, 0.25)]));
 
         let out = dir.path().join("cmp.svg");

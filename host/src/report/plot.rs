@@ -256,6 +256,8 @@ where
         .x_desc("step")
         .x_labels(6)
         .y_labels(6)
+        .x_label_formatter(&|step| format!("{}", step.round() as i64))
+        .y_label_formatter(&|value| tick(*value))
         .bold_line_style(BLACK.mix(0.12))
         .light_line_style(TRANSPARENT)
         .draw()
@@ -306,10 +308,37 @@ fn padded(values: impl Iterator<Item = f64>, margin: f64) -> Range<f64> {
         return 0.0..1.0;
     }
     if hi - lo < f64::EPSILON * lo.abs().max(1.0) {
-        return lo - 0.5..hi + 0.5;
+        // A constant: centre it, with a scale of its own size (a learning rate of 1e-3 must
+        // not sit on a -0.5..0.5 axis).
+        let half = if lo == 0.0 { 0.5 } else { lo.abs() * 0.5 };
+        return lo - half..hi + half;
     }
     let pad = (hi - lo) * margin;
     lo - pad..hi + pad
+}
+
+/// An axis label: up to 4 significant decimals, scientific for very small or large values,
+/// never `-0`.
+fn tick(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude == 0.0 {
+        return "0".into();
+    }
+    if !(1e-3..1e5).contains(&magnitude) {
+        return format!("{value:.1e}");
+    }
+    let decimals = (3 - magnitude.log10().floor() as i32).clamp(0, 6) as usize;
+    let text = format!("{value:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    };
+    if text == "-0" {
+        "0".into()
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]
@@ -527,8 +556,19 @@ mod tests {
         let svg = render_svg(&one).unwrap();
         assert!(svg.starts_with("<svg width=\"480\" height=\"384\""));
         assert!(svg.contains("\neval\n</text>") && !svg.contains("solo: eval"));
-        assert_eq!(padded([3.0, 3.0].into_iter(), 0.05), 2.5..3.5);
+        assert_eq!(padded([3.0, 3.0].into_iter(), 0.05), 1.5..4.5);
         assert_eq!(padded(std::iter::empty(), 0.05), 0.0..1.0);
         assert_eq!(padded([0.0, 10.0].into_iter(), 0.1), -1.0..11.0);
+    }
+
+    #[test]
+    fn ticks_are_short_and_constants_get_an_axis_of_their_own_size() {
+        assert_eq!(tick(0.001), "0.001");
+        assert_eq!(tick(0.97351), "0.9735");
+        assert_eq!(tick(1250.0), "1250");
+        assert_eq!(tick(-0.0), "0");
+        assert_eq!(tick(2.5e-5), "2.5e-5");
+        assert_eq!(padded([0.001, 0.001].into_iter(), 0.05), 0.0005..0.0015);
+        assert_eq!(padded([0.0].into_iter(), 0.05), -0.5..0.5);
     }
 }
