@@ -1,6 +1,6 @@
 //! Real training runs through the binary.
 
-use crate::util::{fe_host, lenet_manifest, summary, values, TempDir};
+use crate::util::{fe_host, lenet_manifest, run_with_summary, summary, values, TempDir};
 
 #[test]
 fn lenet_converges_on_generated_digits() {
@@ -321,4 +321,65 @@ fn load_weights_refuses_a_file_that_does_not_fit_the_model() {
             file.display()
         )
     );
+}
+
+#[test]
+fn a_dataset_plugin_generates_data_that_splits_and_trains() {
+    let dir = TempDir::new("blobs");
+    let manifest = r#"[run]
+epochs = 3
+seed = 5
+log_steps = 0
+
+[pipeline]
+batch_size = 32
+
+[pipeline.data.train]
+type = "GaussianBlobs"
+samples = 1500
+features = 2
+classes = 3
+seed = 9
+
+[pipeline.data.eval]
+split_from = "train"
+fraction = 0.2
+stratify = "y"
+
+[[models]]
+name = "mlp"
+architecture = "MLP"
+inputs = 2
+hidden = [16]
+classes = 3
+softmax = true
+optimizer = { type = "adam", lr = 0.01 }
+
+[[network.ops]]
+op = "ModelOp"
+model = "mlp"
+inputs = "x"
+outputs = "y_pred"
+
+[[network.ops]]
+op = "CrossEntropy"
+inputs = ["y_pred", "y"]
+outputs = "ce"
+
+[[network.ops]]
+op = "UpdateOp"
+model = "mlp"
+loss = "ce"
+
+[[traces]]
+trace = "Accuracy"
+inputs = ["y", "y_pred"]
+outputs = "accuracy"
+"#;
+    let (out, summary) = run_with_summary(&dir, manifest);
+    // 1500 generated samples: 300 split off (stratified) for evaluation, 1200 left to train.
+    assert_contains!(out.stdout, "train: 1200 samples");
+    assert_contains!(out.stdout, "eval: 300 samples");
+    let accuracy = values(&summary, "eval", "accuracy");
+    assert!(accuracy[2] > 0.9, "eval accuracy {accuracy:?}");
 }

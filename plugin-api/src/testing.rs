@@ -35,7 +35,7 @@ use tch::Tensor;
 use crate::adapter;
 use crate::context::{CreateContext, StepContext};
 use crate::error::PluginError;
-use crate::ffi::{ModelBox, NumpyOpBox, SlicerBox, TensorOpBox, TraceBox, TraceHook};
+use crate::ffi::{DatasetBox, ModelBox, NumpyOpBox, SlicerBox, TensorOpBox, TraceBox, TraceHook};
 use crate::tensor::{RTensor, TensorRef};
 use crate::trace_data::{TraceContext, TraceOutput, Value, ValueRef};
 
@@ -295,6 +295,42 @@ impl TestModel {
     }
 }
 
+/// A dataset built through the adapter.
+pub struct TestDataset(DatasetBox);
+
+/// Builds the registered dataset `name` from its TOML `config`.
+pub fn dataset(name: &str, config: &str) -> Result<TestDataset, PluginError> {
+    adapter::create_dataset(name.into(), config.into(), &context(&[], &[]))
+        .into_result()
+        .map(TestDataset)
+}
+
+impl TestDataset {
+    /// Number of samples.
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// `true` when there are no samples.
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+
+    /// The keys of every sample.
+    pub fn keys(&self) -> Vec<String> {
+        self.0
+            .keys()
+            .into_iter()
+            .map(RString::into_string)
+            .collect()
+    }
+
+    /// Sample `index`.
+    pub fn get(&self, index: u64) -> Result<Vec<Tensor>, PluginError> {
+        tensors(self.0.get(index))
+    }
+}
+
 macro_rules! opaque_debug {
     ($($name:ident),*) => {$(
         impl std::fmt::Debug for $name {
@@ -305,4 +341,11 @@ macro_rules! opaque_debug {
     )*};
 }
 
-opaque_debug!(TestTensorOp, TestNumpyOp, TestSlicer, TestTrace, TestModel);
+opaque_debug!(
+    TestTensorOp,
+    TestNumpyOp,
+    TestSlicer,
+    TestTrace,
+    TestModel,
+    TestDataset
+);

@@ -6,6 +6,7 @@
 //! * labels ([`label`]): `Onehot`
 //! * filtering ([`filter`]): `RemoveIf`
 //! * randomness ([`random`]): `Noise`
+//! * generated data ([`blobs`]): the `GaussianBlobs` dataset
 //!
 //! Each op has a per-sample form (pipeline workers) and a batch form (dimension 0 is the
 //! batch; network post-processing, and pipeline ops that report `batchable`). Ops that map
@@ -13,6 +14,7 @@
 //! README for every op's configuration and a manifest snippet.
 #![warn(missing_docs)]
 
+pub mod blobs;
 mod common;
 pub mod filter;
 pub mod label;
@@ -23,6 +25,7 @@ pub mod shape;
 #[cfg(test)]
 mod test_util;
 
+pub use blobs::{GaussianBlobs, GaussianBlobsConfig};
 pub use common::OneOrMany;
 pub use filter::{Combine, Compare, Reduce, RemoveIf, RemoveIfConfig};
 pub use label::{Onehot, OnehotConfig};
@@ -36,6 +39,10 @@ pub use shape::{
 };
 
 use fe_plugin_api::{inventory, Registration};
+
+inventory::submit! {
+    Registration::dataset::<GaussianBlobs>("GaussianBlobs", "Generated classification data: `samples` points around `classes` Gaussian centres (x float32, y int64)")
+}
 
 inventory::submit! {
     Registration::numpy_op::<Minmax>("Minmax", "Rescales each sample to [0, 1] by its own min and max")
