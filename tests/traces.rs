@@ -287,3 +287,62 @@ fn a_trace_input_nothing_provides_is_an_error_before_training() {
         assert!(out.stderr.contains(part), "{part}: {}", out.stderr);
     }
 }
+
+/// Opt-in (`FE_TENSORBOARD_PYTHON=/path/to/python` with the `tensorboard` package): TensorBoard's
+/// own event reader loads what the TensorBoard trace wrote, with the right tags, steps and values.
+#[test]
+fn tensorboard_python_package_reads_our_event_files() {
+    let Some(python) = std::env::var_os("FE_TENSORBOARD_PYTHON") else {
+        eprintln!("skipped: set FE_TENSORBOARD_PYTHON to a python with the tensorboard package");
+        return;
+    };
+    let dir = TempDir::new("tensorboard-python");
+    let tb = dir.path().join("tb");
+    let manifest = lenet_manifest(
+        2,
+        &format!(
+            "\n[[traces]]\ntrace = \"TensorBoard\"\nlog_dir = \"{}\"\n",
+            tb.display()
+        ),
+    )
+    .replace("[run]\n", "[run]\ntrain_steps_per_epoch = 20\n")
+    .replace("log_steps = 50", "log_steps = 10");
+    let (_, summary) = run_with_summary(&dir, &manifest);
+    let script = r#"
+import json, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+out = {}
+for mode in ("train", "eval"):
+    acc = EventAccumulator(sys.argv[1] + "/" + mode)
+    acc.Reload()
+    out[mode] = {tag: [[e.step, e.value] for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+print(json.dumps(out))
+"#;
+    let output = std::process::Command::new(python)
+        .args(["-c", script, &tb.to_string_lossy()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for mode in ["train", "eval"] {
+        let tags = read[mode].as_object().unwrap();
+        for (tag, points) in tags {
+            let want: Vec<(u64, f32)> = steps(&summary, mode, tag)
+                .into_iter()
+                .map(|(s, v)| (s, v as f32))
+                .collect();
+            let got: Vec<(u64, f32)> = points
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p[0].as_u64().unwrap(), p[1].as_f64().unwrap() as f32))
+                .collect();
+            assert_eq!(got, want, "{mode}/{tag}");
+        }
+        assert!(tags.contains_key("ce"), "{mode}: {tags:?}");
+    }
+}
