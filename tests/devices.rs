@@ -1,7 +1,9 @@
 //! Devices on a machine without a GPU (CI): the CUDA link is there, requests for CUDA are
 //! refused saying what exists, and the run-wide libtorch settings apply.
 
-use crate::util::{fe_host, lenet_manifest, run, run_failing, summary, Run, TempDir};
+use crate::util::{
+    fe_host, history_without_timings, lenet_manifest, run, run_failing, summary, Run, TempDir,
+};
 
 #[test]
 fn libtorch_cuda_is_linked_so_cuda_is_never_silently_lost() {
@@ -45,16 +47,8 @@ fn deterministic_runs_repeat_exactly_and_exclude_cudnn_autotuning() {
         "[run]\n",
         "[run]\ndeterministic = true\ntrain_steps_per_epoch = 15\n",
     );
-    let strip = |mut s: serde_json::Value| {
-        for mode in ["train", "eval"] {
-            if let Some(keys) = s["history"][mode].as_object_mut() {
-                keys.retain(|k, _| !k.contains("sec"));
-            }
-        }
-        s["history"].clone()
-    };
     let (a, b) = (summary(&dir, &manifest), summary(&dir, &manifest));
-    assert_eq!(strip(a), strip(b));
+    assert_eq!(history_without_timings(a), history_without_timings(b));
     let both = manifest.replace(
         "deterministic = true",
         "deterministic = true\ncudnn_benchmark = true",

@@ -1,6 +1,9 @@
 //! Real training runs through the binary.
 
-use crate::util::{fe_host, lenet_manifest, run_with_summary, summary, values, TempDir};
+use crate::util::{
+    classifier_ops, fe_host, history_without_timings, lenet_manifest, run_with_summary, summary,
+    values, TempDir,
+};
 
 #[test]
 fn lenet_converges_on_generated_digits() {
@@ -24,16 +27,7 @@ fn the_same_seed_gives_the_same_history() {
     let manifest = lenet_manifest(1, "").replace("[run]\n", "[run]\ntrain_steps_per_epoch = 40\n");
     let a = summary(&dir, &manifest);
     let b = summary(&dir, &manifest);
-    let strip = |mut s: serde_json::Value| {
-        // Timings differ between runs; everything else must not.
-        for mode in ["train", "eval"] {
-            if let Some(keys) = s["history"][mode].as_object_mut() {
-                keys.retain(|k, _| !k.contains("sec"));
-            }
-        }
-        s
-    };
-    assert_eq!(strip(a), strip(b));
+    assert_eq!(history_without_timings(a), history_without_timings(b));
 }
 
 #[test]
@@ -355,28 +349,9 @@ classes = 3
 softmax = true
 optimizer = { type = "adam", lr = 0.01 }
 
-[[network.ops]]
-op = "ModelOp"
-model = "mlp"
-inputs = "x"
-outputs = "y_pred"
-
-[[network.ops]]
-op = "CrossEntropy"
-inputs = ["y_pred", "y"]
-outputs = "ce"
-
-[[network.ops]]
-op = "UpdateOp"
-model = "mlp"
-loss = "ce"
-
-[[traces]]
-trace = "Accuracy"
-inputs = ["y", "y_pred"]
-outputs = "accuracy"
-"#;
-    let (out, summary) = run_with_summary(&dir, manifest);
+{ops}"#;
+    let manifest = manifest.replace("{ops}", &classifier_ops("mlp"));
+    let (out, summary) = run_with_summary(&dir, &manifest);
     // 1500 generated samples: 300 split off (stratified) for evaluation, 1200 left to train.
     assert_contains!(out.stdout, "train: 1200 samples");
     assert_contains!(out.stdout, "eval: 300 samples");

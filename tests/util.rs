@@ -250,31 +250,12 @@ name = "lenet"
 architecture = "LeNet"
 optimizer = {{ type = "adam", lr = 0.001 }}
 
-[[network.ops]]
-op = "ModelOp"
-model = "lenet"
-inputs = "x"
-outputs = "y_pred"
-
-[[network.ops]]
-op = "CrossEntropy"
-inputs = ["y_pred", "y"]
-outputs = "ce"
-
-[[network.ops]]
-op = "UpdateOp"
-model = "lenet"
-loss = "ce"
-
-[[traces]]
-trace = "Accuracy"
-inputs = ["y", "y_pred"]
-outputs = "accuracy"
-{extra}"#,
+{ops}{extra}"#,
         x = x.display(),
         y = y.display(),
         ex = ex.display(),
         ey = ey.display(),
+        ops = classifier_ops("lenet"),
     )
 }
 
@@ -379,6 +360,48 @@ pub fn run_with_summary(dir: &TempDir, manifest: &str) -> (Run, serde_json::Valu
 /// Runs `manifest` (written into `dir`) and returns its `--summary` JSON; the run must succeed.
 pub fn summary(dir: &TempDir, manifest: &str) -> serde_json::Value {
     run_with_summary(dir, manifest).1
+}
+
+/// The logged history of a `--summary`, less timings (they differ between runs; nothing
+/// else may).
+pub fn history_without_timings(mut summary: serde_json::Value) -> serde_json::Value {
+    if let Some(modes) = summary["history"].as_object_mut() {
+        for keys in modes
+            .values_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            keys.retain(|k, _| !k.contains("sec"));
+        }
+    }
+    summary["history"].take()
+}
+
+/// The network and metric of a classifier `model` reading `x` and `y`: ModelOp → `y_pred`,
+/// CrossEntropy → `ce`, UpdateOp, and an `accuracy` trace.
+pub fn classifier_ops(model: &str) -> String {
+    format!(
+        r#"[[network.ops]]
+op = "ModelOp"
+model = "{model}"
+inputs = "x"
+outputs = "y_pred"
+
+[[network.ops]]
+op = "CrossEntropy"
+inputs = ["y_pred", "y"]
+outputs = "ce"
+
+[[network.ops]]
+op = "UpdateOp"
+model = "{model}"
+loss = "ce"
+
+[[traces]]
+trace = "Accuracy"
+inputs = ["y", "y_pred"]
+outputs = "accuracy"
+"#
+    )
 }
 
 /// `(step, value)` logged for `key` in `mode`, in step order.

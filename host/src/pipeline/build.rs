@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::ops::{BatchSpec, OpKind, PipelineOp};
 use crate::error::Result;
 use crate::manifest::{ComponentSpec, KeyPath, Manifest};
-use crate::network::build::meta::{ListConfig, RepeatConfig, SometimesConfig};
+use crate::network::build::meta::{self, ListConfig, RepeatConfig, SometimesConfig};
 use crate::network::Keys;
 use crate::plugins::create::{creation_error, unknown_component, Creation};
 use crate::plugins::handles::NumpyOpHandle;
@@ -255,28 +255,16 @@ impl OpBuilder<'_> {
             }
             _ => {
                 let config: ListConfig = self.config(spec)?;
-                if config.ops.is_empty() {
-                    return Err(manifest.error_at(
-                        &spec.path.key("ops"),
-                        format!("{} needs at least one op", spec.name),
-                    ));
-                }
                 let children = config
-                    .ops
+                    .tables(manifest, spec)?
                     .into_iter()
-                    .enumerate()
-                    .map(|(i, table)| self.child(spec, table, spec.path.key("ops").index(i), keys))
+                    .map(|(table, path)| self.child(spec, table, path, keys))
                     .collect::<Result<Vec<_>>>()?;
                 let io = io_of(&children.iter().collect::<Vec<_>>());
                 if spec.name == "OneOf" {
-                    if let Some(odd) = children.iter().find(|c| {
-                        c.inputs != children[0].inputs || c.outputs != children[0].outputs
-                    }) {
-                        return Err(manifest.error_at(
-                            &spec.path.key("ops"),
-                            format!("all ops of a OneOf must share the same inputs and outputs ({} differs)", odd.label),
-                        ));
-                    }
+                    meta::check_one_of(manifest, spec, &children, |c| {
+                        (&c.inputs, &c.outputs, &c.label)
+                    })?;
                     (OpKind::OneOf(children), io)
                 } else {
                     (OpKind::Fuse(children), io)
@@ -284,14 +272,7 @@ impl OpBuilder<'_> {
             }
         };
         let (mut inputs, outputs) = children_keys;
-        // Sometimes may skip its op: keys it would write keep their values, so it reads them.
-        if spec.name == "Sometimes" {
-            for key in &outputs {
-                if !inputs.contains(key) {
-                    inputs.push(*key);
-                }
-            }
-        }
+        meta::add_sometimes_inputs(spec, &mut inputs, &outputs);
         let modes = match spec.mode {
             Some(modes) => modes,
             None => {

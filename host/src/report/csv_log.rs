@@ -12,7 +12,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{format_value, EpochRow, History};
+use super::{format_value, record_row, EpochRow, History};
 use crate::error::{Error, Result};
 
 /// The columns every log starts with.
@@ -48,72 +48,25 @@ impl CsvLogger {
     /// after it were written by the attempt that crashed after its last checkpoint). A missing
     /// log is created. The log must be one this logger wrote (`mode,epoch,step,...`).
     pub fn resume(path: &Path, step: u64) -> Result<Self> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Self::create(path),
-            Err(e) => return Err(Error::io(path, e)),
+        let (header, rows) = match read_rows(path) {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Self::create(path)
+            }
+            read => read?,
         };
-        let at =
-            |line: usize, message: String| Error::data(path, format!("line {line}: {message}"));
-        let mut records = parse_records(&text)
-            .map_err(|(line, e)| at(line, e))?
-            .into_iter();
-        let mut logger = Self {
-            path: path.to_owned(),
-            columns: Vec::new(),
-            rows: Vec::new(),
-            stale: true,
-        };
-        let Some((header_line, header)) = records.next() else {
-            logger.rewrite()?;
-            return Ok(logger);
-        };
-        if header.get(..3) != Some(&FIXED.map(String::from)[..]) {
-            return Err(at(
-                header_line,
-                "not a log fe-host wrote: the header must start with mode,epoch,step".into(),
+        if !header.is_empty() && header.get(..3) != Some(&FIXED.map(String::from)[..]) {
+            return Err(Error::data(
+                path,
+                "line 1: not a log fe-host wrote: the header must start with mode,epoch,step",
             ));
         }
-        logger.columns = header[3..].to_vec();
-        for (line, fields) in records {
-            if fields.len() != header.len() {
-                let message = format!(
-                    "{} fields, but the header has {}",
-                    fields.len(),
-                    header.len()
-                );
-                return Err(at(line, message));
-            }
-            let number = |i: usize| {
-                fields[i].parse::<u64>().map_err(|_| {
-                    at(
-                        line,
-                        format!("{} {:?} is not a number", FIXED[i], fields[i]),
-                    )
-                })
-            };
-            let (epoch, row_step) = (number(1)?, number(2)?);
-            if row_step > step {
-                continue;
-            }
-            let mut values = BTreeMap::new();
-            for (key, cell) in logger.columns.iter().zip(&fields[3..]) {
-                if !cell.is_empty() {
-                    let value = cell
-                        .parse::<f64>()
-                        .map_err(|_| at(line, format!("{key}: {cell:?} is not a number")))?;
-                    values.insert(key.clone(), value);
-                }
-            }
-            logger.rows.push(EpochRow {
-                mode: fields[0].clone(),
-                epoch: u32::try_from(epoch).map_err(|_| at(line, "epoch out of range".into()))?,
-                step: row_step,
-                values,
-            });
-        }
+        let logger = Self {
+            path: path.to_owned(),
+            columns: header.get(3..).map(<[String]>::to_vec).unwrap_or_default(),
+            rows: rows.into_iter().filter(|row| row.step <= step).collect(),
+            stale: false,
+        };
         logger.rewrite()?;
-        logger.stale = false;
         Ok(logger)
     }
 
@@ -214,13 +167,22 @@ fn join_fields<S: AsRef<str>>(fields: impl IntoIterator<Item = S>) -> String {
 /// FastEstimator's `mode,step,epoch,...` logs read too); every other column except `epoch` is a
 /// key, and empty cells are absent values. Errors name the file and line.
 pub fn read_csv(path: &Path) -> Result<History> {
+    let mut history = History::new();
+    for row in read_rows(path)?.1 {
+        record_row(&mut history, &row);
+    }
+    Ok(history)
+}
+
+/// A CSV log's header and its rows (`epoch` 0 where the log has no such column).
+fn read_rows(path: &Path) -> Result<(Vec<String>, Vec<EpochRow>)> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let at = |line: usize, message: String| Error::data(path, format!("line {line}: {message}"));
     let mut records = parse_records(&text)
         .map_err(|(line, e)| at(line, e))?
         .into_iter();
     let Some((header_line, header)) = records.next() else {
-        return Ok(History::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let find = |name: &str| header.iter().position(|h| h == name);
     let (Some(mode_col), Some(step_col)) = (find("mode"), find("step")) else {
@@ -241,7 +203,7 @@ pub fn read_csv(path: &Path) -> Result<History> {
         }
     }
     let epoch_col = find("epoch");
-    let mut history = History::new();
+    let mut rows = Vec::new();
     for (line, fields) in records {
         if fields.len() != header.len() {
             let message = format!(
@@ -257,7 +219,16 @@ pub fn read_csv(path: &Path) -> Result<History> {
                 format!("step {:?} is not a non-negative integer", fields[step_col]),
             )
         })?;
-        let modes = history.entry(fields[mode_col].clone()).or_default();
+        let epoch = match epoch_col {
+            Some(col) => fields[col].parse::<u32>().map_err(|_| {
+                at(
+                    line,
+                    format!("epoch {:?} is not an epoch number", fields[col]),
+                )
+            })?,
+            None => 0,
+        };
+        let mut values = BTreeMap::new();
         for (i, (name, cell)) in header.iter().zip(&fields).enumerate() {
             if i == mode_col || i == step_col || Some(i) == epoch_col || cell.is_empty() {
                 continue;
@@ -265,10 +236,16 @@ pub fn read_csv(path: &Path) -> Result<History> {
             let value = cell
                 .parse::<f64>()
                 .map_err(|_| at(line, format!("{name}: {cell:?} is not a number")))?;
-            modes.entry(name.clone()).or_default().insert(step, value);
+            values.insert(name.clone(), value);
         }
+        rows.push(EpochRow {
+            mode: fields[mode_col].clone(),
+            epoch,
+            step,
+            values,
+        });
     }
-    Ok(history)
+    Ok((header, rows))
 }
 
 /// Splits CSV text into records, each with the line it starts on; blank lines are skipped.

@@ -47,6 +47,68 @@ pub(crate) struct ListConfig {
     pub(crate) ops: Vec<toml::Table>,
 }
 
+impl ListConfig {
+    /// The wrapped ops' tables with where each is written (`ops[i]`); an empty list is an error.
+    pub(crate) fn tables(
+        self,
+        manifest: &Manifest,
+        spec: &ComponentSpec,
+    ) -> Result<Vec<(toml::Table, KeyPath)>> {
+        if self.ops.is_empty() {
+            return Err(manifest.error_at(
+                &spec.path.key("ops"),
+                format!("{} needs at least one op", spec.name),
+            ));
+        }
+        Ok(self
+            .ops
+            .into_iter()
+            .enumerate()
+            .map(|(i, table)| (table, spec.path.key("ops").index(i)))
+            .collect())
+    }
+}
+
+/// The ops of a `OneOf` must read and write the same keys; `keys` gives (inputs, outputs,
+/// label) of an op, in the network or the pipeline.
+pub(crate) fn check_one_of<T>(
+    manifest: &Manifest,
+    spec: &ComponentSpec,
+    ops: &[T],
+    keys: impl Fn(&T) -> (&[KeyId], &[KeyId], &str),
+) -> Result<()> {
+    let Some(first) = ops.first().map(&keys) else {
+        return Ok(());
+    };
+    match ops
+        .iter()
+        .map(keys)
+        .find(|k| k.0 != first.0 || k.1 != first.1)
+    {
+        Some((_, _, odd)) => Err(manifest.error_at(
+            &spec.path.key("ops"),
+            format!("all ops of a OneOf must share the same inputs and outputs ({odd} differs)"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `Sometimes` may skip its op: keys it would write keep their current values, so they are
+/// inputs too (FastEstimator's `extra_inputs`).
+pub(crate) fn add_sometimes_inputs(
+    spec: &ComponentSpec,
+    inputs: &mut Vec<KeyId>,
+    outputs: &[KeyId],
+) {
+    if spec.name == "Sometimes" {
+        for key in outputs {
+            if !inputs.contains(key) {
+                inputs.push(*key);
+            }
+        }
+    }
+}
+
 impl RepeatConfig {
     /// Checks the configuration (the same in the network and the pipeline) and interns the
     /// key a `while` condition reads.
@@ -133,15 +195,7 @@ impl Builder<'_> {
                 }
             }
         }
-        // Sometimes may skip its op: keys it would write keep their current values, so they are
-        // inputs too (FastEstimator's `extra_inputs`).
-        if spec.name == "Sometimes" {
-            for key in &outputs {
-                if !inputs.contains(key) {
-                    inputs.push(*key);
-                }
-            }
-        }
+        add_sometimes_inputs(spec, &mut inputs, &outputs);
         let modes = match spec.mode {
             Some(modes) => modes,
             None => children.first().map(|c| c.modes).unwrap_or(ModeFilter::ALL),

@@ -292,27 +292,15 @@ impl Builder<'_> {
             }
             "OneOf" | "Fuse" => {
                 let config: ListConfig = host_config(manifest, spec)?;
-                if config.ops.is_empty() {
-                    return Err(manifest.error_at(
-                        &spec.path.key("ops"),
-                        format!("{} needs at least one op", spec.name),
-                    ));
-                }
                 let children = config
-                    .ops
+                    .tables(manifest, spec)?
                     .into_iter()
-                    .enumerate()
-                    .map(|(i, table)| self.child(spec, table, spec.path.key("ops").index(i), keys))
+                    .map(|(table, path)| self.child(spec, table, path, keys))
                     .collect::<Result<Vec<_>>>()?;
                 if spec.name == "OneOf" {
-                    if let Some(odd) = children.iter().find(|c| {
-                        c.inputs != children[0].inputs || c.outputs != children[0].outputs
-                    }) {
-                        return Err(manifest.error_at(
-                            &spec.path.key("ops"),
-                            format!("all ops of a OneOf must share the same inputs and outputs ({} differs)", odd.label),
-                        ));
-                    }
+                    meta::check_one_of(manifest, spec, &children, |c| {
+                        (&c.inputs, &c.outputs, &c.label)
+                    })?;
                     self.meta(spec, children, keys, |ops| MetaOp::OneOf { ops })
                 } else {
                     self.meta(spec, children, keys, |ops| MetaOp::Fuse { ops })
