@@ -321,6 +321,46 @@ fn checkpoint_and_trial_hooks_fire_in_order_even_when_an_op_fails() {
 }
 
 #[test]
+fn background_and_foreground_writes_give_the_same_run_and_the_same_hooks() {
+    let dir = TempDir::new("background");
+    let run_with = |name: &str, background: bool| {
+        let events = dir.path().join(format!("events-{name}.txt"));
+        let trace = format!(
+            "\n[[traces]]\ntrace = \"RecordEvents\"\nfile = \"{}\"\n",
+            events.display()
+        );
+        let text = manifest(&format!("background = {background}"))
+            .replace("[checkpoint]", &format!("{trace}\n[checkpoint]"));
+        let run_dir = full_run(&dir, name, &text, &["--epochs", "2"]);
+        let lines = std::fs::read_to_string(&events).unwrap();
+        let lines = lines.replace(&run_dir.display().to_string(), "RUN");
+        (run_dir, lines)
+    };
+    let (background, background_events) = run_with("background", true);
+    let (foreground, foreground_events) = run_with("foreground", false);
+    // Hooks for a background write fire when the run next waits for it (the next checkpoint,
+    // the end of the run): the same moments in every run, so the same events in the same order.
+    assert_eq!(
+        background_events,
+        "on_begin\n\
+         on_checkpoint_end RUN/ckpt/ckpt-4\n\
+         on_checkpoint_end RUN/ckpt/ckpt-6\n\
+         on_checkpoint_end RUN/ckpt/ckpt-8\n\
+         on_checkpoint_end RUN/ckpt/ckpt-12\n\
+         on_checkpoint_end RUN/ckpt/ckpt-12.1\n\
+         on_end\non_trial_close\n"
+    );
+    assert_eq!(background_events, foreground_events);
+    assert_same_run(&background, &foreground);
+    for run_dir in [&background, &foreground] {
+        let root = run_dir.join("ckpt");
+        let out = run(&["checkpoint", "verify", &root.to_string_lossy()]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_contains!(out.stdout, "ckpt-12.1");
+    }
+}
+
+#[test]
 fn smoke_mode_trains_evaluates_saves_and_reloads_in_seconds() {
     let dir = TempDir::new("smoke");
     let path = dir.write("m.toml", &manifest(""));

@@ -18,12 +18,14 @@
 //!
 //! Everything else random (data order, augmentation, per-step seeds) is derived from the run
 //! seed and the position in the run, so the cursor restores it. See [`store`] for how writes
-//! survive a crash, [`policy`] for when checkpoints are written and kept, and [`compat`] for
-//! what a resumed run must share with the checkpoint.
+//! survive a crash, [`writer`] for how they happen while training goes on, [`policy`] for
+//! when checkpoints are written and kept, and [`compat`] for what a resumed run must share
+//! with the checkpoint.
 
 pub mod compat;
 pub mod policy;
 pub mod store;
+pub mod writer;
 
 use std::path::Path;
 
@@ -164,6 +166,27 @@ pub fn resolve(path: &Path) -> Result<std::path::PathBuf> {
             message: "holds no complete checkpoint (no MANIFEST.json, and no `latest`)".to_owned(),
         }),
     }
+}
+
+/// The complete checkpoints of `root` as the retention policy sees them.
+pub fn existing(root: &Path) -> Result<Vec<policy::Saved>> {
+    let mut saved = Vec::new();
+    for name in store::list(root)? {
+        let path = root.join(&name).join("checkpoint.json");
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let info: CheckpointInfo =
+            serde_json::from_slice(&bytes).map_err(|e| Error::Checkpoint {
+                path: path.clone(),
+                message: format!("is not what fe-host wrote: {e}"),
+            })?;
+        saved.push(policy::Saved {
+            name,
+            step: info.step,
+            sequence: info.sequence,
+            metric: info.monitor.map(|(_, v)| v),
+        });
+    }
+    Ok(saved)
 }
 
 /// The newest complete checkpoint in `root`, by step and write order.

@@ -90,6 +90,7 @@ mod tests {
             keep_best: None,
             monitor: None,
             maximize: false,
+            background: true,
         }
     }
 

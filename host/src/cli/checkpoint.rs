@@ -130,6 +130,7 @@ pub fn smoke_manifest(manifest: &mut Manifest, dir: &Path) {
         keep_best: None,
         monitor: None,
         maximize: false,
+        background: true,
     });
 }
 

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use super::Estimator;
-use crate::checkpoint::policy::{self, Saved};
 use crate::checkpoint::store::{self, Files};
-use crate::checkpoint::{compat, CheckpointInfo, ComponentRecord, Cursor, PluginRecord};
+use crate::checkpoint::writer::{Job, Writer};
+use crate::checkpoint::{compat, existing, CheckpointInfo, ComponentRecord, Cursor, PluginRecord};
 use crate::error::{Error, Result};
 use crate::manifest::CheckpointConfig;
 use crate::network::precision::GradScaler;
@@ -29,8 +29,8 @@ pub struct Checkpointing {
     pub plugins: Vec<PluginRecord>,
     /// Where a resumed run continues.
     pub resume: Option<Cursor>,
-    /// The last checkpoint written or loaded.
-    pub last: Option<PathBuf>,
+    /// Writes checkpoints while training continues.
+    pub writer: Writer,
     /// Write order of the next checkpoint (found by scanning the root at the first save).
     pub next_sequence: Option<u64>,
 }
@@ -296,7 +296,6 @@ impl Estimator {
         let files = store::read(&dir)?;
         let cursor = self.restore(&files, options)?;
         self.checkpointing.resume = Some(cursor);
-        self.checkpointing.last = Some(dir.clone());
         self.trial_event(TrialEvent::CheckpointLoad, &dir)?;
         Ok(dir)
     }
@@ -492,12 +491,15 @@ impl Estimator {
         Ok(())
     }
 
-    /// Writes a checkpoint at `cursor` into the configured checkpoint root (if any) and
-    /// removes the ones the policy no longer keeps.
-    pub(super) fn save_checkpoint(&mut self, cursor: Cursor) -> Result<Option<PathBuf>> {
+    /// Takes a checkpoint at `cursor` into the configured checkpoint root (if any): the
+    /// snapshot now, the writing (and removing what the policy no longer keeps) on the
+    /// background writer, or here with `background = false`. The write before it finishes
+    /// first, and its traces' `on_checkpoint_end` run.
+    pub fn save_checkpoint(&mut self, cursor: Cursor) -> Result<()> {
         let Some(config) = self.checkpointing.config.clone() else {
-            return Ok(None);
+            return Ok(());
         };
+        self.finish_checkpoint()?;
         let root = &config.dir;
         let sequence = match self.checkpointing.next_sequence {
             Some(n) => n,
@@ -516,33 +518,28 @@ impl Estimator {
             name = format!("ckpt-{step}.{n}");
             n += 1;
         }
-        let dir = store::write(root, &name, &files)?;
-        self.checkpointing.last = Some(dir.clone());
-        for old in policy::to_delete(&existing(root)?, &config) {
-            store::delete(root, &old)?;
-        }
-        self.trial_event(TrialEvent::CheckpointEnd, &dir)?;
-        Ok(Some(dir))
-    }
-}
-
-/// The complete checkpoints of `root` as the retention policy sees them.
-fn existing(root: &Path) -> Result<Vec<Saved>> {
-    let mut saved = Vec::new();
-    for name in store::list(root)? {
-        let path = root.join(&name).join("checkpoint.json");
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        let info: CheckpointInfo =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Checkpoint {
-                path: path.clone(),
-                message: format!("is not what fe-host wrote: {e}"),
-            })?;
-        saved.push(Saved {
+        let background = config.background;
+        let job = Job {
             name,
-            step: info.step,
-            sequence: info.sequence,
-            metric: info.monitor.map(|(_, v)| v),
-        });
+            files,
+            config,
+        };
+        if background {
+            self.checkpointing.writer.start(job)?;
+        } else {
+            let dir = job.run()?;
+            self.trial_event(TrialEvent::CheckpointEnd, &dir)?;
+        }
+        Ok(())
     }
-    Ok(saved)
+
+    /// Waits for the checkpoint being written, if any, and tells the traces it is complete.
+    /// Returns its directory.
+    pub fn finish_checkpoint(&mut self) -> Result<Option<PathBuf>> {
+        let written = self.checkpointing.writer.wait()?;
+        if let Some(dir) = &written {
+            self.trial_event(TrialEvent::CheckpointEnd, dir)?;
+        }
+        Ok(written)
+    }
 }

@@ -225,8 +225,11 @@ impl Estimator {
     /// data. Traces see `on_trial_close` whether the run succeeds or fails.
     pub fn fit(&mut self) -> Result<()> {
         let outcome = self.fit_inner();
+        // A checkpoint still being written completes before the trial closes, even when the
+        // run failed: it was a consistent snapshot, and it is what a resume will continue from.
+        let written = self.finish_checkpoint().map(|_| ());
         let closing = self.close_trial();
-        outcome.and(closing)
+        outcome.and(written).and(closing)
     }
 
     fn fit_inner(&mut self) -> Result<()> {
@@ -283,6 +286,8 @@ impl Estimator {
             self.system.reset_for_test();
             self.run_epoch(Mode::Test, None)?;
         }
+        // The last checkpoint was written while testing; traces hear of it before `on_end`.
+        self.finish_checkpoint()?;
         self.hooks(TraceHook::End)?;
         self.print_finish(start.elapsed().as_secs_f64());
         self.write_plot()

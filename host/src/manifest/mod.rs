@@ -63,6 +63,8 @@ pub struct CheckpointConfig {
     pub monitor: Option<String>,
     /// Whether larger `monitor` values are better.
     pub maximize: bool,
+    /// Whether checkpoints are written on a background thread while training continues.
+    pub background: bool,
 }
 
 /// `[run]`, validated.

@@ -59,6 +59,9 @@ pub struct RawCheckpoint {
     /// `min` (default) or `max`: which `monitor` values are better.
     #[serde(default)]
     pub best_mode: Option<String>,
+    /// Write checkpoints on a background thread while training continues (default `true`).
+    #[serde(default)]
+    pub background: Option<bool>,
 }
 
 /// `[run]`

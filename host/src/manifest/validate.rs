@@ -240,6 +240,7 @@ fn checkpoint_config(
         keep_best: raw.keep_best.map(|n| n as usize),
         monitor: raw.monitor,
         maximize,
+        background: raw.background.unwrap_or(true),
     })
 }
 
