@@ -40,6 +40,16 @@ fn raw_write(path: &Path, tensors: &[(String, Tensor)], sync: bool) {
     }
 }
 
+/// The least a crash-safe single file costs: a temporary file, fsynced, renamed over the
+/// target, the directory fsynced (the second ordered flush every atomic replace needs).
+fn raw_atomic_write(path: &Path, tensors: &[(String, Tensor)]) {
+    let temp = path.with_extension("tmp");
+    raw_write(&temp, tensors, true);
+    std::fs::rename(&temp, path).unwrap();
+    let parent = path.parent().unwrap();
+    std::fs::File::open(parent).unwrap().sync_all().unwrap();
+}
+
 /// Trains `text` for a few steps, then times checkpoints of it against raw writes of the same
 /// tensors, and resuming from it.
 fn measure(label: &str, dir: &Path, text: &str, registry: &Registry, rounds: usize) {
@@ -85,7 +95,7 @@ fn measure(label: &str, dir: &Path, text: &str, registry: &Registry, rounds: usi
         }
     };
     let (mut waits, mut durable, mut foreground) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut raw_sync, mut raw) = (Vec::new(), Vec::new());
+    let (mut raw_sync, mut raw, mut raw_atomic) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         set_background(&mut trained, true);
         let started = Instant::now();
@@ -112,11 +122,15 @@ fn measure(label: &str, dir: &Path, text: &str, registry: &Registry, rounds: usi
         raw_write(&path, &tensors, false);
         raw.push(started.elapsed().as_secs_f64());
         let _ = std::fs::remove_file(&path);
+        let started = Instant::now();
+        raw_atomic_write(&path, &tensors);
+        raw_atomic.push(started.elapsed().as_secs_f64());
+        let _ = std::fs::remove_file(&path);
     }
     trained.save_checkpoint(cursor).unwrap();
     trained.finish_checkpoint().unwrap();
-    let [waits, durable, foreground, raw_sync, raw] =
-        [waits, durable, foreground, raw_sync, raw].map(median);
+    let [waits, durable, foreground, raw_sync, raw, raw_atomic] =
+        [waits, durable, foreground, raw_sync, raw, raw_atomic].map(median);
     println!(
         "{label} + Adam checkpoint ({:.1} MB of tensors), median of {rounds}:",
         bytes as f64 / 1e6
@@ -136,6 +150,10 @@ fn measure(label: &str, dir: &Path, text: &str, registry: &Registry, rounds: usi
     );
     line("raw safetensors write + fsync:", raw_sync);
     line("raw safetensors write, no fsync:", raw);
+    line(
+        "raw write, atomic (temp, fsync, rename, fsync dir):",
+        raw_atomic,
+    );
     let mut resume = Vec::new();
     for _ in 0..rounds.min(5) {
         let mut fresh = estimator(&manifest, registry);
