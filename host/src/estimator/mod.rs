@@ -228,6 +228,10 @@ impl Estimator {
         // A checkpoint still being written completes before the trial closes, even when the
         // run failed: it was a consistent snapshot, and it is what a resume will continue from.
         let written = self.finish_checkpoint().map(|_| ());
+        if let (Err(_), Err(e)) = (&outcome, &written) {
+            // The run's own error is the one reported; the failed write must not go unseen.
+            eprintln!("warning: the last checkpoint was not written: {e}");
+        }
         let closing = self.close_trial();
         outcome.and(written).and(closing)
     }
