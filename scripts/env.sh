@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Makes sure the project-local libtorch exists: PyTorch 2.11.0 from PyPI in .venv/, with
 # `.libtorch` linked to its torch package (what .cargo/config.toml points LIBTORCH at).
-# Idempotent and quiet when everything is already there. Source it or run it.
-set -euo pipefail
+# Idempotent and quiet when everything is already there. Run it; sourcing it does the same
+# and leaves the calling shell's options alone (the body runs in a subshell).
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+ensure_libtorch() (
+set -euo pipefail
 venv="$root/.venv"
 want="2.11.0"
 python="${PYTHON:-python3}"
@@ -35,3 +38,6 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "fe-host setup: cargo is not on PATH; install Rust with rustup (https://rustup.rs)" >&2
     exit 1
 fi
+)
+
+ensure_libtorch
