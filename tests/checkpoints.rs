@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{fe_host, lenet_manifest, run, run_failing, Run, TempDir};
+use crate::util::{classifier_ops, fe_host, lenet_manifest, run, run_failing, Run, TempDir};
 
 /// LeNet on the small digits: 3 epochs of 6 steps, a noisy augmentation in the pipeline and
 /// the network (so random state matters), checkpoints every 4 steps and every epoch.
@@ -358,6 +358,67 @@ fn background_and_foreground_writes_give_the_same_run_and_the_same_hooks() {
         assert_eq!(out.code, 0, "{}", out.stderr);
         assert_contains!(out.stdout, "ckpt-12.1");
     }
+}
+
+#[test]
+fn a_plugin_datasets_state_goes_into_the_checkpoint_and_back() {
+    let dir = TempDir::new("dataset-state");
+    let restores = dir.path().join("restores.txt");
+    let text = format!(
+        r#"[run]
+epochs = 1
+seed = 3
+log_steps = 0
+
+[pipeline]
+batch_size = 8
+
+[pipeline.data.train]
+type = "StatefulDataset"
+samples = 48
+tag = "blue"
+file = "{}"
+
+[pipeline.data.eval]
+split_from = "train"
+fraction = 0.25
+
+[[models]]
+name = "mlp"
+architecture = "MLP"
+inputs = 2
+hidden = [4]
+classes = 2
+softmax = true
+optimizer = {{ type = "sgd", lr = 0.1 }}
+
+{}
+[checkpoint]
+dir = "ckpt"
+every_epochs = 1
+"#,
+        restores.display(),
+        classifier_ops("mlp")
+    );
+    std::fs::write(dir.path().join("m.toml"), text).unwrap();
+    let out = run_in(dir.path(), &["-q"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!restores.exists(), "nothing is restored in a fresh run");
+    // Both splits are views of the one plugin dataset: each saves its state.
+    let checkpoint = dir.path().join("ckpt/ckpt-5");
+    for id in ["pipeline.data.0", "pipeline.data.1"] {
+        let json = std::fs::read_to_string(checkpoint.join(format!("states/{id}.json"))).unwrap();
+        assert_eq!(json, r#"{"tag":"blue"}"#, "{id}");
+        assert!(checkpoint
+            .join(format!("states/{id}.safetensors"))
+            .is_file());
+    }
+    let out = run_in(dir.path(), &["-q", "--resume", "--epochs", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&restores).unwrap(),
+        "load_state tag=blue offsets=[1.5, -2.0]\n".repeat(2)
+    );
 }
 
 #[test]

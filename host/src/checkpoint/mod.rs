@@ -11,7 +11,7 @@
 //! models/<name>.safetensors  weights and buffers
 //! models/<name>.json         optimizer in force, mixed-precision scaler
 //! optim/<name>.<k>.{json,safetensors}   each optimizer's hyper-parameters, step counts, moments
-//! states/<component>.{json,safetensors} whatever an op, slicer, trace or pipeline op declares
+//! states/<component>.{json,safetensors} whatever an op, slicer, trace, pipeline op or dataset declares
 //! rng.safetensors            libtorch's CPU (and CUDA) generator states
 //! MANIFEST.json              every file above with its size and sha256, written last
 //! ```

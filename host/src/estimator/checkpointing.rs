@@ -57,6 +57,7 @@ enum Slot {
     Slicer(usize),
     Post(usize),
     PipelineOp(usize),
+    Dataset(usize),
     Trace(usize),
     Model(usize),
 }
@@ -124,6 +125,13 @@ impl Estimator {
                 op.label.clone(),
             ));
         }
+        for (i, dataset) in self.pipeline.datasets.iter().enumerate() {
+            let name = match dataset.ds_id.as_str() {
+                "" => format!("the {} dataset", dataset.mode),
+                id => format!("the {} dataset `{id}`", dataset.mode),
+            };
+            out.push((Slot::Dataset(i), format!("pipeline.data.{i}"), name));
+        }
         for (i, trace) in self.traces.iter().enumerate() {
             out.push((Slot::Trace(i), format!("traces.{i}"), trace.label.clone()));
         }
@@ -141,6 +149,7 @@ impl Estimator {
             Slot::Slicer(i) => self.network.slicers[i].handle.state().map_err(text),
             Slot::Post(i) => self.network.post[i].handle.state().map_err(text),
             Slot::PipelineOp(i) => self.pipeline.ops[i].handle.state().map_err(text),
+            Slot::Dataset(i) => self.pipeline.datasets[i].source.state(),
             Slot::Trace(i) => self.traces[i].state(),
             Slot::Model(i) => self.network.models[i].handle.state().map_err(text),
         }
@@ -156,6 +165,7 @@ impl Estimator {
                 .map_err(text),
             Slot::Post(i) => self.network.post[i].handle.load_state(state).map_err(text),
             Slot::PipelineOp(i) => self.pipeline.ops[i].handle.load_state(state).map_err(text),
+            Slot::Dataset(i) => self.pipeline.datasets[i].source.load_state(state),
             Slot::Trace(i) => self.traces[i].load_state(state),
             Slot::Model(i) => self.network.models[i]
                 .handle

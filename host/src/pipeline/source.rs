@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use fe_plugin_api::State;
 use serde::Deserialize;
 use tch::Tensor;
 
@@ -40,6 +41,21 @@ pub trait Source: Send + Sync {
                     .map_err(|e| format!("cannot stack key `{key}`: {}", crate::tch_message(e)))
             })
             .collect()
+    }
+
+    /// What the dataset keeps for checkpoints. Files and generated data are pure functions of
+    /// the index and have none; a plugin dataset may declare some.
+    fn state(&self) -> std::result::Result<State, String> {
+        Ok(State::empty())
+    }
+
+    /// Restores what [`Source::state`] returned.
+    fn load_state(&self, state: State) -> std::result::Result<(), String> {
+        if state.is_empty() {
+            Ok(())
+        } else {
+            Err("this dataset keeps no state but the checkpoint has some".into())
+        }
     }
 }
 
@@ -144,6 +160,21 @@ impl Source for PluginSource {
                     .map(fe_plugin_api::RTensor::into_tensor)
                     .collect()
             })
+            .map_err(|e| e.to_string())
+    }
+
+    fn state(&self) -> std::result::Result<State, String> {
+        self.handle
+            .state()
+            .into_result()
+            .map(State::from_ffi)
+            .map_err(|e| e.to_string())
+    }
+
+    fn load_state(&self, state: State) -> std::result::Result<(), String> {
+        self.handle
+            .load_state(state.into_ffi())
+            .into_result()
             .map_err(|e| e.to_string())
     }
 }

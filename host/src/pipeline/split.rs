@@ -299,4 +299,14 @@ impl Source for Subset {
             .collect::<Result<Vec<_>, _>>()?;
         self.inner.get_batch(&inner)
     }
+
+    // A split's state is the dataset it was split from: train and eval subsets of one plugin
+    // dataset save the same state, and restoring it twice leaves it the same.
+    fn state(&self) -> Result<fe_plugin_api::State, String> {
+        self.inner.state()
+    }
+
+    fn load_state(&self, state: fe_plugin_api::State) -> Result<(), String> {
+        self.inner.load_state(state)
+    }
 }
