@@ -14,7 +14,7 @@ use super::data::{Data, Logged};
 use crate::error::{Error, Result};
 use crate::manifest::{ComponentSpec, Manifest};
 use crate::network::{step_error, Batch, KeyId, Keys, Network};
-use crate::plugins::create::{creation_error, unknown_component, Creation};
+use crate::plugins::create::{creation_error, registered, Creation};
 use crate::plugins::handles::TraceHandle;
 use crate::plugins::Registry;
 use crate::schedule::{DsFilter, InForce, ModeFilter, Scheduled};
@@ -354,15 +354,13 @@ fn build_trace(
     keys: &mut Keys,
     spec: &ComponentSpec,
 ) -> Result<TraceSlot> {
-    let Some(entry) = registry.get(ComponentKind::Trace, &spec.name) else {
-        return Err(unknown_component(
-            manifest,
-            registry,
-            &spec.path.key("trace"),
-            ComponentKind::Trace,
-            &spec.name,
-        ));
-    };
+    let entry = registered(
+        manifest,
+        registry,
+        &spec.path.key("trace"),
+        ComponentKind::Trace,
+        &spec.name,
+    )?;
     let metric = entry.info.is_metric;
     let default_mode = entry.info.default_mode.to_string();
     let creation = Creation::new(

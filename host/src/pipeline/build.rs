@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::manifest::{ComponentSpec, KeyPath, Manifest};
 use crate::network::build::meta::{self, ListConfig, RepeatConfig, SometimesConfig};
 use crate::network::Keys;
-use crate::plugins::create::{creation_error, unknown_component, Creation};
+use crate::plugins::create::{creation_error, registered, Creation};
 use crate::plugins::handles::NumpyOpHandle;
 use crate::plugins::Registry;
 use crate::schedule::{DsFilter, InForce, ModeFilter};
@@ -110,15 +110,13 @@ impl OpBuilder<'_> {
         keys: &mut Keys,
     ) -> Result<PipelineOp> {
         let manifest = self.manifest;
-        let Some(entry) = self.registry.get(ComponentKind::NumpyOp, name) else {
-            return Err(unknown_component(
-                manifest,
-                self.registry,
-                &spec.path.key("op"),
-                ComponentKind::NumpyOp,
-                name,
-            ));
-        };
+        let entry = registered(
+            manifest,
+            self.registry,
+            &spec.path.key("op"),
+            ComponentKind::NumpyOp,
+            name,
+        )?;
         let default_mode = entry.info.default_mode.to_string();
         // `replacement` belongs to the host, which does the replacing: the plugin never sees it.
         let mut spec = spec.clone();

@@ -3,7 +3,7 @@
 use abi_stable::std_types::{RSlice, RStr, RString};
 use fe_plugin_api::{ComponentKind, CreateContext, DeviceSpec, ErrorKind, PluginError};
 
-use super::registry::Registry;
+use super::registry::{Entry, Registry};
 use crate::error::Error;
 use crate::manifest::{KeyPath, Manifest};
 
@@ -74,6 +74,20 @@ pub fn creation_error(manifest: &Manifest, path: &KeyPath, error: PluginError) -
             format!("{what} panicked while being created: {}", error.message),
         ),
     }
+}
+
+/// The registration of component `name` of `kind`, declared at `path`; an unknown name is the
+/// error [`unknown_component`] gives there.
+pub fn registered<'r>(
+    manifest: &Manifest,
+    registry: &'r Registry,
+    path: &KeyPath,
+    kind: ComponentKind,
+    name: &str,
+) -> Result<&'r Entry, Error> {
+    registry
+        .get(kind, name)
+        .ok_or_else(|| unknown_component(manifest, registry, path, kind, name))
 }
 
 /// The error for a name no plugin provides, with a suggestion when one is close.

@@ -25,7 +25,7 @@ use super::slicing::SlicerNode;
 use super::Network;
 use crate::error::Result;
 use crate::manifest::{ComponentSpec, Manifest};
-use crate::plugins::create::{creation_error, unknown_component, Creation};
+use crate::plugins::create::{creation_error, registered, Creation};
 use crate::plugins::handles::{NumpyOpHandle, SlicerHandle, TensorOpHandle};
 use crate::plugins::Registry;
 use crate::schedule::{InForce, ModeFilter, Scheduled};
@@ -307,15 +307,13 @@ impl Builder<'_> {
                 }
             }
             name => {
-                let Some(entry) = self.registry.get(ComponentKind::TensorOp, name) else {
-                    return Err(unknown_component(
-                        manifest,
-                        self.registry,
-                        &spec.path.key("op"),
-                        ComponentKind::TensorOp,
-                        name,
-                    ));
-                };
+                let entry = registered(
+                    manifest,
+                    self.registry,
+                    &spec.path.key("op"),
+                    ComponentKind::TensorOp,
+                    name,
+                )?;
                 let default_mode = entry.info.default_mode.to_string();
                 let creation = Creation::new(
                     &spec.path,
@@ -418,15 +416,13 @@ impl Builder<'_> {
         if spec.inputs.is_empty() && unslice.is_empty() {
             return Err(manifest.error_at(&spec.path, "a slicer needs `slice` or `unslice` keys"));
         }
-        let Some(entry) = self.registry.get(ComponentKind::Slicer, &spec.name) else {
-            return Err(unknown_component(
-                manifest,
-                self.registry,
-                &spec.path.key("slicer"),
-                ComponentKind::Slicer,
-                &spec.name,
-            ));
-        };
+        let entry = registered(
+            manifest,
+            self.registry,
+            &spec.path.key("slicer"),
+            ComponentKind::Slicer,
+            &spec.name,
+        )?;
         let default_mode = entry.info.default_mode.to_string();
         let creation = Creation::new(
             &spec.path,
@@ -469,15 +465,13 @@ impl Builder<'_> {
                 "post-processing data is already batched, so a Batch op is not supported here",
             ));
         }
-        let Some(entry) = self.registry.get(ComponentKind::NumpyOp, &spec.name) else {
-            return Err(unknown_component(
-                manifest,
-                self.registry,
-                &spec.path.key("op"),
-                ComponentKind::NumpyOp,
-                &spec.name,
-            ));
-        };
+        let entry = registered(
+            manifest,
+            self.registry,
+            &spec.path.key("op"),
+            ComponentKind::NumpyOp,
+            &spec.name,
+        )?;
         let default_mode = entry.info.default_mode.to_string();
         let creation = Creation::new(
             &spec.path,
