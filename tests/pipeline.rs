@@ -2,35 +2,14 @@
 //! and `--benchmark` (samples/s overall and per op), on the examples and small manifests; and
 //! the rule that at most one `Batch` op applies to a mode, ds_id and epoch.
 
-use crate::util::{fe_host, root, run_failing, Run, TempDir};
+use crate::util::{copy_example, fe_host, run_failing, small_digits, Run, TempDir};
 
 /// A copy of `examples/lenet.toml` next to a small generated `data/digits` (96 training and
 /// 40 evaluation samples), as the render tests lay it out.
 fn lenet_dir() -> TempDir {
     let dir = TempDir::new("pipeline-lenet");
-    let examples = dir.path().join("examples");
-    std::fs::create_dir_all(&examples).unwrap();
-    std::fs::copy(
-        root().join("examples/lenet.toml"),
-        examples.join("lenet.toml"),
-    )
-    .unwrap();
-    let out = run_in(
-        &dir,
-        &[
-            "datagen",
-            "digits",
-            "--out",
-            "data/digits",
-            "--train",
-            "96",
-            "--eval",
-            "40",
-            "--test",
-            "0",
-        ],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    copy_example(&dir, "lenet");
+    small_digits(&dir);
     dir
 }
 

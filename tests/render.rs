@@ -2,18 +2,12 @@
 //! `tests/golden/render/`. Set `FE_UPDATE_GOLDEN=1` to rewrite them after an intended change,
 //! and review the diff.
 
-use crate::util::{fe_host, root, Run, TempDir};
+use crate::util::{copy_example, fe_host, root, small_digits, Run, TempDir};
 
 /// Renders `examples/<name>.toml` from a copy of the examples next to a small generated
 /// `data/digits`, so paths and sample counts are the same on every machine.
 fn render_example(dir: &TempDir, name: &str) -> Run {
-    let examples = dir.path().join("examples");
-    std::fs::create_dir_all(&examples).unwrap();
-    std::fs::copy(
-        root().join("examples").join(format!("{name}.toml")),
-        examples.join(format!("{name}.toml")),
-    )
-    .unwrap();
+    copy_example(dir, name);
     fe_host()
         .current_dir(dir.path())
         .args([
@@ -25,27 +19,6 @@ fn render_example(dir: &TempDir, name: &str) -> Run {
         .output()
         .unwrap()
         .into()
-}
-
-fn small_digits(dir: &TempDir) {
-    let out: Run = fe_host()
-        .current_dir(dir.path())
-        .args([
-            "datagen",
-            "digits",
-            "--out",
-            "data/digits",
-            "--train",
-            "96",
-            "--eval",
-            "40",
-            "--test",
-            "0",
-        ])
-        .output()
-        .unwrap()
-        .into();
-    assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
 fn check_golden(name: &str, actual: &str) {

@@ -2,7 +2,7 @@
 //! the end-of-run plot, all read back from disk.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use fe_host::report::{read_csv, read_events, read_jsonl};
 
@@ -76,9 +76,9 @@ file = "{events}"
     assert!(saved.is_file(), "best model file {}", saved.display());
 }
 
-#[test]
-fn tensorboard_events_hold_every_logged_value_at_its_step() {
-    let dir = TempDir::new("tensorboard");
+/// LeNet for 2 epochs of 20 steps, logging every 10, with a TensorBoard trace writing into
+/// `dir/tb`; returns that directory and the run's summary.
+fn tensorboard_run(dir: &TempDir) -> (PathBuf, serde_json::Value) {
     let tb = dir.path().join("tb");
     let manifest = lenet_manifest(
         2,
@@ -89,7 +89,14 @@ fn tensorboard_events_hold_every_logged_value_at_its_step() {
     )
     .replace("[run]\n", "[run]\ntrain_steps_per_epoch = 20\n")
     .replace("log_steps = 50", "log_steps = 10");
-    let (_, summary) = run_with_summary(&dir, &manifest);
+    let (_, summary) = run_with_summary(dir, &manifest);
+    (tb, summary)
+}
+
+#[test]
+fn tensorboard_events_hold_every_logged_value_at_its_step() {
+    let dir = TempDir::new("tensorboard");
+    let (tb, summary) = tensorboard_run(&dir);
     for mode in ["train", "eval"] {
         let files: Vec<_> = std::fs::read_dir(tb.join(mode))
             .unwrap()
@@ -297,17 +304,7 @@ fn tensorboard_python_package_reads_our_event_files() {
         return;
     };
     let dir = TempDir::new("tensorboard-python");
-    let tb = dir.path().join("tb");
-    let manifest = lenet_manifest(
-        2,
-        &format!(
-            "\n[[traces]]\ntrace = \"TensorBoard\"\nlog_dir = \"{}\"\n",
-            tb.display()
-        ),
-    )
-    .replace("[run]\n", "[run]\ntrain_steps_per_epoch = 20\n")
-    .replace("log_steps = 50", "log_steps = 10");
-    let (_, summary) = run_with_summary(&dir, &manifest);
+    let (tb, summary) = tensorboard_run(&dir);
     let script = r#"
 import json, sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

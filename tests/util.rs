@@ -426,3 +426,38 @@ pub fn values(summary: &serde_json::Value, mode: &str, key: &str) -> Vec<f64> {
         .map(|(_, v)| v)
         .collect()
 }
+
+/// Copies `examples/<name>.toml` into `dir/examples`, so its relative paths resolve inside
+/// `dir`.
+pub fn copy_example(dir: &TempDir, name: &str) {
+    let examples = dir.path().join("examples");
+    std::fs::create_dir_all(&examples).unwrap();
+    std::fs::copy(
+        root().join("examples").join(format!("{name}.toml")),
+        examples.join(format!("{name}.toml")),
+    )
+    .unwrap();
+}
+
+/// A small generated `dir/data/digits` (96 training and 40 evaluation samples), where the
+/// examples copied by [`copy_example`] look for it.
+pub fn small_digits(dir: &TempDir) {
+    let out: Run = fe_host()
+        .current_dir(dir.path())
+        .args([
+            "datagen",
+            "digits",
+            "--out",
+            "data/digits",
+            "--train",
+            "96",
+            "--eval",
+            "40",
+            "--test",
+            "0",
+        ])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}

@@ -139,20 +139,7 @@ fn the_batch_op_pads_ragged_samples_with_its_pad_value() {
     // Without a pad value, ragged samples are an error naming the key and the batch.
     let source = Arc::new(Ragged(vec!["idx".into(), "x".into()]));
     let setup = Setup::over(source, 3, |_, _| Vec::new());
-    let wanted = setup.wanted();
-    let outcome: crate::error::Result<Vec<_>> = setup
-        .pipeline
-        .epoch(
-            fe_plugin_api::Mode::Train,
-            1,
-            "",
-            &wanted,
-            None,
-            &setup.keys,
-        )
-        .unwrap()
-        .collect();
-    let message = outcome.err().map(|e| e.to_string()).unwrap_or_default();
+    let message = setup.epoch_error();
     assert!(message.contains("`x`"), "{message}");
 }
 

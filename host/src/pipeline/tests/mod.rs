@@ -263,12 +263,28 @@ impl Setup {
     /// The batches of training epoch `epoch` from batch `skip` on (`steps` per epoch when
     /// given).
     pub(super) fn batches_from(&self, epoch: u32, steps: Option<u64>, skip: usize) -> Vec<Batch> {
+        self.epoch_from(epoch, steps, skip).unwrap()
+    }
+
+    fn epoch_from(
+        &self,
+        epoch: u32,
+        steps: Option<u64>,
+        skip: usize,
+    ) -> crate::error::Result<Vec<Batch>> {
         let wanted = self.wanted();
         self.pipeline
             .epoch_from(Mode::Train, epoch, "", &wanted, steps, &self.keys, skip)
             .unwrap()
-            .collect::<crate::error::Result<Vec<_>>>()
-            .unwrap()
+            .collect()
+    }
+
+    /// The error that ends training epoch 1 (empty when it ends well).
+    pub(super) fn epoch_error(&self) -> String {
+        self.epoch_from(1, None, 0)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
     }
 
     /// The batches of training epoch 1.
