@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use fe_host::checkpoint::{store, Cursor};
@@ -20,7 +20,7 @@ use fe_host::plugins::{load_registry, search_path, Registry};
 use tch::{Device, Tensor};
 
 mod common;
-use common::{env_or, median, write_dataset, MANIFEST};
+use common::{env_or, median, prepare, write_dataset, MANIFEST};
 
 fn estimator(manifest: &Manifest, registry: &Registry) -> Estimator {
     let options = RunOptions {
@@ -171,10 +171,10 @@ fn measure(label: &str, dir: &Path, text: &str, registry: &Registry, rounds: usi
 
 fn main() {
     let rounds = env_or("FE_BENCH_ROUNDS", 10);
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let plugin_dir = prepare();
     let dir = std::env::temp_dir().join(format!("fe-bench-ckpt-{}", std::process::id()));
     let _ = write_dataset(&dir);
-    let search = search_path(&[], &[root.join("target/debug")], None, None);
+    let search = search_path(&[], &[plugin_dir], None, None);
     let registry = load_registry(&search, &Default::default()).expect("plugins");
     measure("LeNet", &dir, MANIFEST, &registry, rounds);
     // A larger model, where the bytes rather than the number of files set the cost.

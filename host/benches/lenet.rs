@@ -9,7 +9,7 @@
 // A benchmark binary: any failure should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fe_host::estimator::{Estimator, RunOptions};
 use fe_host::manifest::Manifest;
@@ -19,7 +19,9 @@ use tch::{Device, Kind, Tensor};
 const BATCH: i64 = 32;
 
 mod common;
-use common::{env_or, hand_written_steps_per_second, median, write_dataset, MANIFEST, SAMPLES};
+use common::{
+    env_or, hand_written_steps_per_second, median, prepare, write_dataset, MANIFEST, SAMPLES,
+};
 
 /// The hand-written loop (`common::hand_written_steps_per_second`): data preprocessed once into
 /// tensors, shuffled per pass, Adam.
@@ -46,15 +48,7 @@ fn fe_host_run(manifest_path: &Path, plugin_dir: &Path, steps: usize) -> f64 {
 fn main() {
     let steps = env_or("FE_BENCH_STEPS", 200);
     let rounds = env_or("FE_BENCH_ROUNDS", 8);
-    if let Some(threads) = std::env::var("FE_BENCH_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        tch::set_num_threads(threads);
-    }
-    fe_host::runtime::tune_malloc();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let plugin_dir = root.join("target/debug");
+    let plugin_dir = prepare();
     let dir = std::env::temp_dir().join(format!("fe-bench-{}", std::process::id()));
     let (images, labels) = write_dataset(&dir);
     let manifest_path = dir.join("lenet.toml");

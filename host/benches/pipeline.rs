@@ -15,7 +15,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,7 +25,9 @@ use fe_host::plugins::{load_registry, search_path};
 use fe_plugin_api::Mode;
 
 mod common;
-use common::{env_or, hand_written_steps_per_second, median, write_dataset, MANIFEST, SAMPLES};
+use common::{
+    env_or, hand_written_steps_per_second, median, prepare, write_dataset, MANIFEST, SAMPLES,
+};
 
 const BATCH: i64 = 32;
 /// The pipeline must deliver this many times what training consumes.
@@ -59,15 +60,7 @@ impl Loader {
 fn main() {
     let rounds = env_or("FE_BENCH_ROUNDS", 6);
     let steps = env_or("FE_BENCH_STEPS", 100);
-    if let Some(threads) = std::env::var("FE_BENCH_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        tch::set_num_threads(threads);
-    }
-    fe_host::runtime::tune_malloc();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let plugin_dir = root.join("target/debug");
+    let plugin_dir = prepare();
     let dir = std::env::temp_dir().join(format!("fe-bench-pipeline-{}", std::process::id()));
     let (images, labels) = write_dataset(&dir);
 

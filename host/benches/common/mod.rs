@@ -2,9 +2,22 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tch::{Kind, Tensor};
+
+/// What every benchmark does first: libtorch threads from FE_BENCH_THREADS (default one per
+/// core) and the allocator tuning fe-host applies; returns where the built plugins are.
+pub fn prepare() -> PathBuf {
+    if let Some(threads) = std::env::var("FE_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        tch::set_num_threads(threads);
+    }
+    fe_host::runtime::tune_malloc();
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug")
+}
 
 /// examples/lenet.toml, training only.
 pub const MANIFEST: &str = r#"
