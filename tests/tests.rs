@@ -14,6 +14,7 @@ mod kill;
 mod loading;
 mod network;
 mod out_of_tree;
+mod overrides;
 mod pipeline;
 mod render;
 mod scheduling;

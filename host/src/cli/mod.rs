@@ -70,6 +70,28 @@ pub struct LogsArgs {
     pub out: PathBuf,
 }
 
+/// `--set KEY=VALUE` overrides of manifest values.
+#[derive(Args, Debug, Clone, Default)]
+pub struct OverrideArgs {
+    /// Override a manifest value (repeatable): `run.epochs=5`,
+    /// `models.lenet.optimizer.lr=0.01` (an array entry by its `name`), `network.ops[1].inputs=["x"]`
+    /// (by index). The value is TOML; a plain word is a string.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl OverrideArgs {
+    /// Reads the manifest at `path` with these overrides applied.
+    pub fn load(&self, path: &std::path::Path) -> Result<Manifest> {
+        let overrides = self
+            .set
+            .iter()
+            .map(|spec| crate::manifest::Override::parse(spec).map_err(Error::Usage))
+            .collect::<Result<Vec<_>>>()?;
+        Manifest::load_with(path, &overrides)
+    }
+}
+
 /// Where to find plugins besides the manifest's `[plugins] paths`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PluginArgs {
@@ -125,6 +147,9 @@ pub struct RunArgs {
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
+    /// Manifest overrides.
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
 }
 
 /// `fe-host render`
@@ -141,6 +166,9 @@ pub struct RenderArgs {
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
+    /// Manifest overrides.
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
 }
 
 /// `fe-host transform`
@@ -175,6 +203,9 @@ pub struct TransformArgs {
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
+    /// Manifest overrides.
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
 }
 
 /// `fe-host plugins ...`
@@ -266,8 +297,12 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn load_manifest(path: &std::path::Path, epochs: Option<u32>) -> Result<Manifest> {
-    let mut manifest = Manifest::load(path)?;
+fn load_manifest(
+    path: &std::path::Path,
+    overrides: &OverrideArgs,
+    epochs: Option<u32>,
+) -> Result<Manifest> {
+    let mut manifest = overrides.load(path)?;
     if let Some(epochs) = epochs {
         if epochs == 0 {
             return Err(Error::Usage("--epochs must be at least 1".into()));
@@ -278,7 +313,7 @@ fn load_manifest(path: &std::path::Path, epochs: Option<u32>) -> Result<Manifest
 }
 
 fn render(args: RenderArgs) -> Result<()> {
-    let manifest = load_manifest(&args.manifest, args.epochs)?;
+    let manifest = load_manifest(&args.manifest, &args.overrides, args.epochs)?;
     crate::runtime::set_threads(manifest.run.threads);
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
@@ -295,7 +330,7 @@ fn render(args: RenderArgs) -> Result<()> {
 }
 
 fn run_manifest(args: RunArgs) -> Result<()> {
-    let mut manifest = load_manifest(&args.manifest, args.epochs)?;
+    let mut manifest = load_manifest(&args.manifest, &args.overrides, args.epochs)?;
     let smoke_dir = args
         .smoke
         .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
@@ -357,7 +392,7 @@ fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {
 }
 
 fn transform(args: TransformArgs) -> Result<()> {
-    let manifest = Manifest::load(&args.manifest)?;
+    let manifest = args.overrides.load(&args.manifest)?;
     let mode: fe_plugin_api::Mode = args.mode.parse().map_err(Error::Usage)?;
     let inputs = args
         .inputs

@@ -12,9 +12,8 @@ use clap::Args;
 use fe_plugin_api::Mode;
 use tch::{Kind, Tensor};
 
-use super::PluginArgs;
+use super::{OverrideArgs, PluginArgs};
 use crate::error::{Error, Result};
-use crate::manifest::Manifest;
 use crate::network::{Batch, KeyId, Keys};
 use crate::pipeline::order::Positions;
 use crate::pipeline::Pipeline;
@@ -48,11 +47,14 @@ pub struct PipelineArgs {
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
+    /// Manifest overrides.
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
 }
 
 /// Runs `fe-host pipeline`.
 pub fn run(args: PipelineArgs) -> Result<()> {
-    let manifest = Manifest::load(&args.manifest)?;
+    let manifest = args.overrides.load(&args.manifest)?;
     let mode: Mode = args.mode.parse().map_err(Error::Usage)?;
     let epoch = args.epoch;
     if epoch == 0 {

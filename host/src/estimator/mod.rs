@@ -187,7 +187,7 @@ impl Estimator {
             .collect();
         let checkpointing = checkpointing::Checkpointing {
             config: manifest.checkpoint.clone(),
-            manifest_text: manifest.source.clone(),
+            manifest_text: manifest.effective_text(),
             plugins: registry
                 .plugins
                 .plugins

@@ -3,6 +3,7 @@
 
 pub mod component;
 pub mod location;
+pub mod overrides;
 pub mod schema;
 mod validate;
 
@@ -14,6 +15,7 @@ use toml::Table;
 
 pub use component::{ComponentSpec, Problem};
 pub use location::KeyPath;
+pub use overrides::Override;
 use schema::RawManifest;
 
 use crate::error::{Error, Result};
@@ -26,6 +28,8 @@ pub struct Manifest {
     pub file: PathBuf,
     /// Its text (kept to point at lines in later errors).
     pub source: String,
+    /// The `--set` overrides applied on top of the text, each with the key path it set.
+    pub overrides: Vec<(Override, KeyPath)>,
     /// `[run]`
     pub run: RunConfig,
     /// `[plugins]`
@@ -177,38 +181,66 @@ pub struct ModelConfig {
 impl Manifest {
     /// Reads and validates the manifest at `file`.
     pub fn load(file: &Path) -> Result<Self> {
+        Self::load_with(file, &[])
+    }
+
+    /// Reads the manifest at `file`, applies `--set` overrides and validates the result.
+    pub fn load_with(file: &Path, overrides: &[Override]) -> Result<Self> {
         let source = std::fs::read_to_string(file).map_err(|e| {
             Error::Manifest(format!("{}: cannot read the manifest: {e}", file.display()))
         })?;
-        Self::parse(file, source)
+        Self::parse_with(file, source, overrides)
     }
 
     /// Validates manifest text as if read from `file` (relative paths resolve against its
     /// directory).
     pub fn parse(file: &Path, source: String) -> Result<Self> {
-        let raw = parse_raw(file, &source)?;
+        Self::parse_with(file, source, &[])
+    }
+
+    /// Validates manifest text with `--set` overrides applied on top.
+    pub fn parse_with(file: &Path, source: String, overrides: &[Override]) -> Result<Self> {
+        let (raw, applied) = if overrides.is_empty() {
+            (parse_raw(file, &source)?, Vec::new())
+        } else {
+            parse_overridden(file, &source, overrides)?
+        };
         let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut problems = Vec::new();
         let manifest = validate::validate(file, &dir, &source, raw, &mut problems);
+        let locate = |p: &Problem| report(file, &source, &applied, p);
         match (problems.is_empty(), manifest) {
-            (true, Some(manifest)) => Ok(manifest),
+            (true, Some(mut manifest)) => {
+                manifest.overrides = applied;
+                Ok(manifest)
+            }
             _ => Err(Error::Manifest(
-                problems
-                    .iter()
-                    .map(|p| locate_problem(file, &source, p))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
+                problems.iter().map(locate).collect::<Vec<_>>().join("\n"),
             )),
         }
     }
 
+    /// The manifest as this run reads it: the file's text, or with `--set` overrides the
+    /// document they produced. Checkpoints keep this, so a resume compares overrides like edits.
+    pub fn effective_text(&self) -> String {
+        if self.overrides.is_empty() {
+            return self.source.clone();
+        }
+        let mut document: Table = match self.source.parse() {
+            Ok(document) => document,
+            Err(_) => return self.source.clone(),
+        };
+        for (o, _) in &self.overrides {
+            // Applied once already while loading, so it applies again.
+            let _ = o.apply(&mut document);
+        }
+        toml::to_string(&document).unwrap_or_else(|_| self.source.clone())
+    }
+
     /// An error pointing at `path` in this manifest.
     pub fn error_at(&self, path: &KeyPath, message: impl Into<String>) -> Error {
-        Error::Manifest(locate_problem(
-            &self.file,
-            &self.source,
-            &Problem::new(path.clone(), message),
-        ))
+        let problem = Problem::new(path.clone(), message);
+        Error::Manifest(report(&self.file, &self.source, &self.overrides, &problem))
     }
 
     /// Every schedule of the manifest (fixed items included), in a stable order: network ops,
@@ -256,6 +288,15 @@ impl Manifest {
     }
 }
 
+/// A problem as the user meets it: against the `--set` that wrote the value, else against the
+/// file (see [`locate_problem`]).
+fn report(file: &Path, source: &str, applied: &[(Override, KeyPath)], problem: &Problem) -> String {
+    match overrides::covering(applied, &problem.path) {
+        Some(o) => format!("--set {}: {}: {}", o.spec, problem.path, problem.message),
+        None => locate_problem(file, source, problem),
+    }
+}
+
 /// `file:line:col: key: message`, or `file: key: message` when the key cannot be found.
 pub fn locate_problem(file: &Path, source: &str, problem: &Problem) -> String {
     let key = if problem.path.0.is_empty() {
@@ -279,6 +320,28 @@ fn parse_raw(file: &Path, source: &str) -> Result<RawManifest> {
     // Tracking the key path lets schema errors name the key as well as the line.
     serde_path_to_error::deserialize(deserializer)
         .map_err(|e| toml_error(file, source, e.inner(), &e.path().to_string()))
+}
+
+/// The file's document with `overrides` applied, deserialized; returns where each landed.
+fn parse_overridden(
+    file: &Path,
+    source: &str,
+    overrides: &[Override],
+) -> Result<(RawManifest, Vec<(Override, KeyPath)>)> {
+    let mut document: Table = source
+        .parse()
+        .map_err(|e| toml_error(file, source, &e, ""))?;
+    let mut applied = Vec::with_capacity(overrides.len());
+    for o in overrides {
+        let at = o.apply(&mut document).map_err(Error::Usage)?;
+        applied.push((o.clone(), at));
+    }
+    let raw = serde_path_to_error::deserialize(toml::Value::Table(document)).map_err(|e| {
+        let path = KeyPath::default().join_dotted(&e.path().to_string());
+        let problem = Problem::new(path, e.inner().message().trim_end().replace('\n', "; "));
+        Error::Manifest(report(file, source, &applied, &problem))
+    })?;
+    Ok((raw, applied))
 }
 
 fn toml_error(file: &Path, source: &str, error: &toml::de::Error, path: &str) -> Error {

@@ -156,6 +156,7 @@ pub(super) fn validate(
     Some(Manifest {
         file: file.to_path_buf(),
         source: source.to_owned(),
+        overrides: Vec::new(),
         run: RunConfig {
             epochs: raw.run.epochs,
             seed: raw.run.seed,
