@@ -17,6 +17,7 @@ mod out_of_tree;
 mod overrides;
 mod pipeline;
 mod render;
+mod scaffold;
 mod scheduling;
 mod slicing;
 mod traces;

@@ -9,6 +9,8 @@ mod checkpoint;
 pub use checkpoint::CheckpointCommand;
 mod pipeline;
 pub use pipeline::PipelineArgs;
+mod scaffold;
+pub use scaffold::NewPluginArgs;
 
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
@@ -57,6 +59,17 @@ pub enum Command {
     /// Plot and compare runs from their logs (FastEstimator's `fastestimator logs`): every
     /// logged value against steps, one panel per key, one line per run and mode.
     Logs(LogsArgs),
+    /// Create something new.
+    #[command(subcommand)]
+    New(NewCommand),
+}
+
+/// `fe-host new ...`
+#[derive(Subcommand, Debug)]
+pub enum NewCommand {
+    /// A plugin crate that builds outside this repository: one component of the chosen kind
+    /// with a unit test, the libtorch this fe-host uses, and a README.
+    Plugin(NewPluginArgs),
 }
 
 /// `fe-host logs`
@@ -292,6 +305,16 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Devices => {
             print!("{}", crate::device::report());
+            Ok(())
+        }
+        Command::New(NewCommand::Plugin(args)) => {
+            let dir = scaffold::new_plugin(&args)?;
+            println!(
+                "created the plugin crate `{}` in {}\nbuild and test it: cd {} && cargo test && cargo build",
+                args.name,
+                dir.display(),
+                dir.display()
+            );
             Ok(())
         }
     }
