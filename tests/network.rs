@@ -20,14 +20,47 @@ pub(crate) fn registry() -> Registry {
 
 const PIPELINE: &str = "[pipeline]\nbatch_size = 4\n";
 
-/// A network built from manifest `text` (a pipeline section is added).
+/// A network built from manifest `text` (a pipeline section is added). Every model's
+/// parameters are then overwritten from a private generator: tests run in parallel and share
+/// libtorch's process-wide one, so initialising from it would make "same start" depend on
+/// which other test drew from it in between.
 pub(crate) fn build(text: &str) -> Result<(Network, Keys), fe_host::Error> {
+    build_on(text, Device::Cpu)
+}
+
+/// [`build`] with the models on `device`.
+pub(crate) fn build_on(text: &str, device: Device) -> Result<(Network, Keys), fe_host::Error> {
     let manifest = Manifest::parse(Path::new("net.toml"), format!("{PIPELINE}{text}"))?;
     let registry = registry();
     let mut keys = Keys::default();
-    tch::manual_seed(3);
-    let network = fe_host::network::build::build(&manifest, &registry, &mut keys, Device::Cpu)?;
+    let network = fe_host::network::build::build(&manifest, &registry, &mut keys, device)?;
+    let _no_grad = tch::no_grad_guard();
+    for (m, model) in network.models.iter().enumerate() {
+        for (i, param) in model.params.iter().enumerate() {
+            let values = random(&param.size(), 1000 + 100 * m as u64 + i as u64);
+            let values = values.to_kind(param.kind()).to_device(param.device());
+            param.shallow_clone().copy_(&values);
+        }
+    }
     Ok((network, keys))
+}
+
+/// Standard-normal-ish values of `shape` from `seed` alone (never libtorch's shared generator).
+pub(crate) fn random(shape: &[i64], seed: u64) -> Tensor {
+    use rand::Rng;
+    use rand_chacha::rand_core::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n: i64 = shape.iter().product();
+    // The sum of 4 uniforms on [-sqrt(3), sqrt(3)] has variance 4; halve it for variance 1.
+    let values: Vec<f32> = (0..n)
+        .map(|_| {
+            (0..4)
+                .map(|_| rng.random_range(-1.732f32..1.732))
+                .sum::<f32>()
+                / 2.0
+        })
+        .collect();
+    Tensor::from_slice(&values).reshape(shape)
 }
 
 fn labels(network: &Network, mode: Mode, ds_id: &str) -> Vec<String> {
@@ -214,7 +247,7 @@ fn models_must_be_all_mixed_precision_or_none() {
 fn mixed_precision_with_gradients_input_is_rejected() {
     let err = build(
         "[[models]]\nname = \"a\"\narchitecture = \"MLP\"\ninputs = 2\nmixed_precision = true\noptimizer = \"sgd\"\n\
-         [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"a\"\ngradients = \"g\"\n",
+         [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"a\"\nloss = \"l\"\ngradients = \"g\"\n",
     )
     .err()
     .unwrap()
@@ -258,11 +291,30 @@ pub(crate) fn weights(network: &Network) -> Vec<Tensor> {
 }
 
 pub(crate) fn data(seed: i64) -> (Tensor, Tensor) {
-    tch::manual_seed(seed);
     (
-        Tensor::randn([4, 3], (Kind::Float, Device::Cpu)),
-        Tensor::randn([4, 2], (Kind::Float, Device::Cpu)),
+        random(&[4, 3], 2 * seed as u64),
+        random(&[4, 2], 2 * seed as u64 + 1),
     )
+}
+
+#[test]
+fn networks_built_while_other_threads_draw_from_libtorch_start_equal() {
+    // Other tests of this binary seed and draw from libtorch's shared generator at any time.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let noise = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = Tensor::rand([64], (Kind::Float, Device::Cpu));
+            }
+        })
+    };
+    let starts: Vec<Vec<Tensor>> = (0..4).map(|_| weights(&build(LINEAR).unwrap().0)).collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    noise.join().unwrap();
+    for other in &starts[1..] {
+        assert!(other.iter().zip(&starts[0]).all(|(a, b)| a.equal(b)));
+    }
 }
 
 #[test]
@@ -396,7 +448,7 @@ fn update_in_warmup_changes_nothing() {
 fn gradients_given_as_input_update_like_the_loss_would() {
     let via_loss = "\n[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse\"\n";
     let via_grads = "\n[[network.ops]]\nop = \"GradientOp\"\nfinals = \"mse\"\nmodel = \"lin\"\noutputs = \"g\"\n\
-                     [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\ngradients = \"g\"\n";
+                     [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse\"\ngradients = \"g\"\n";
     let (mut a, keys_a) = build(&format!("{LINEAR}{via_loss}")).unwrap();
     let (mut b, keys_b) = build(&format!("{LINEAR}{via_grads}")).unwrap();
     for call in 1..=3u64 {

@@ -7,7 +7,7 @@ use fe_host::network::Batch;
 use fe_plugin_api::Mode;
 use tch::{Device, Kind, Tensor};
 
-use crate::network::{batch, build, step, LINEAR};
+use crate::network::{batch, build, random, step, LINEAR};
 
 /// The linear model with its loss and gradient, optionally sliced along the batch.
 fn sliced(slicers: &str) -> String {
@@ -45,9 +45,8 @@ fn out_index(name: &str) -> u32 {
 
 #[test]
 fn sliced_batch_gives_the_same_loss_and_gradients_as_the_whole_batch() {
-    tch::manual_seed(9);
-    let x = Tensor::randn([8, 3], (Kind::Float, Device::Cpu));
-    let y = Tensor::randn([8, 2], (Kind::Float, Device::Cpu));
+    let x = random(&[8, 3], 9);
+    let y = random(&[8, 2], 10);
     let whole = run_once(&sliced(""), &["mse", "g", "y_pred"], &x, &y).unwrap();
     let slicers = "\n[[network.slicers]]\nslicer = \"AxisSlicer\"\nslice = [\"x\", \"y\"]\nunslice = [\"y_pred\"]\naxis = 0\nminibatch_size = 2\n\
                    [[network.slicers]]\nslicer = \"MeanUnslicer\"\nunslice = [\"mse\", \"g\"]\n";

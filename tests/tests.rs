@@ -10,6 +10,8 @@ mod util;
 mod checkpoints;
 mod cli_errors;
 mod devices;
+#[cfg(feature = "cuda-tests")]
+mod gpu;
 mod kill;
 mod loading;
 mod network;
@@ -22,3 +24,4 @@ mod scheduling;
 mod slicing;
 mod traces;
 mod training;
+mod updates;

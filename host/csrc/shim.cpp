@@ -70,6 +70,22 @@ char *fe_fused_adam(at::Tensor **params, at::Tensor **grads, at::Tensor **exp_av
             at::_fused_adam_(p, g, m, v, vmax, s, lr, beta1, beta2, weight_decay, eps, amsgrad,
                              false);
         }
+        // The fused kernels write the parameters without bumping their version counters, so a
+        // later backward pass through a graph that saved them would silently use the updated
+        // weights. Bumping makes libtorch refuse it, as every other in-place update does.
+        for (auto &param : p) {
+            param.unsafeGetTensorImpl()->bump_version();
+        }
+    })
+}
+
+// Divides every gradient by the scale (`inv_scale` holds its inverse) and sets `found_inf` to 1
+// when any of them holds an infinity or NaN: one fused call, and no device-to-host copy.
+char *fe_unscale_grads(at::Tensor **grads, int count, at::Tensor *found_inf,
+                       at::Tensor *inv_scale) {
+    FE_GUARD({
+        auto g = list(grads, count);
+        at::_amp_foreach_non_finite_check_and_unscale_(g, *found_inf, *inv_scale);
     })
 }
 

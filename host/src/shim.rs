@@ -22,6 +22,12 @@ extern "C" {
         amsgrad: bool,
         decoupled: bool,
     ) -> *mut c_char;
+    fn fe_unscale_grads(
+        grads: *const *mut C_tensor,
+        count: c_int,
+        found_inf: *mut C_tensor,
+        inv_scale: *mut C_tensor,
+    ) -> *mut c_char;
     fn fe_autocast(device_type: c_int, half: bool, enabled: bool) -> *mut c_char;
     fn fe_generator_state(device_type: c_int, index: c_int, out: *mut *mut C_tensor)
         -> *mut c_char;
@@ -165,6 +171,29 @@ pub fn fused_adam(
     })
 }
 
+/// Multiplies every gradient by `inv_scale` (a one-element float tensor on their device) in
+/// place, and sets `found_inf` (likewise) to 1 when any holds an infinity or NaN. Nothing is
+/// read back to the host. Gradients must be defined, on one device.
+pub fn unscale_grads(
+    grads: &[Tensor],
+    found_inf: &Tensor,
+    inv_scale: &Tensor,
+) -> Result<(), String> {
+    if grads.is_empty() {
+        return Ok(());
+    }
+    let g = pointers(grads);
+    // SAFETY: every pointer is a live tensor borrowed for the call.
+    check(unsafe {
+        fe_unscale_grads(
+            g.as_ptr(),
+            g.len() as c_int,
+            found_inf.as_ptr().cast_mut(),
+            inv_scale.as_ptr().cast_mut(),
+        )
+    })
+}
+
 /// Enables autocast on this thread for `device` (CPU or CUDA) with float16 (`half`) or
 /// bfloat16, or disables it. Calls must pair up.
 pub fn autocast(device: tch::Device, half: bool, enabled: bool) -> Result<(), String> {
@@ -211,12 +240,22 @@ pub fn set_generator_state(generator: Generator, state: &Tensor) -> Result<(), S
     check(unsafe { fe_set_generator_state(device, index, state.as_ptr().cast_mut()) })
 }
 
+/// Held by the unit tests that seed or draw from libtorch's process-wide CPU generator: tests
+/// run in parallel, and a draw from another test between two of ours would change what we see.
+#[cfg(test)]
+pub(crate) fn global_generator_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn generator_state_round_trips() {
+        let _lock = global_generator_lock();
         tch::manual_seed(5);
         let state = generator_state(Generator::Cpu).unwrap();
         let a = Tensor::rand([4], (tch::Kind::Float, tch::Device::Cpu));
@@ -227,6 +266,7 @@ mod tests {
 
     #[test]
     fn bad_generator_state_is_an_error() {
+        let _lock = global_generator_lock();
         let err = set_generator_state(
             Generator::Cpu,
             &Tensor::zeros([3], (tch::Kind::Uint8, tch::Device::Cpu)),

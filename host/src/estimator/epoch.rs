@@ -8,6 +8,7 @@ use fe_plugin_api::ffi::TraceHook;
 use fe_plugin_api::{Mode, StepContext};
 
 use super::data::Data;
+use super::essential::is_log_step;
 use super::traces::{self, Cx};
 use super::Estimator;
 use crate::checkpoint::{policy, Cursor};
@@ -59,6 +60,17 @@ impl Estimator {
                 .network
                 .plan(mode, epoch, &ds_id, &desired)
                 .map_err(Error::Run)?;
+            // Train steps that log nothing need not bring back what only the loss log reads
+            // (on CUDA a copy and a sync per step): they run a plan without those outputs.
+            let between_logs = if mode == Mode::Train {
+                let lean = traces::wanted_keys_between_logs(&self.traces, mode, epoch, &ds_id);
+                (lean != desired)
+                    .then(|| self.network.plan(mode, epoch, &ds_id, &lean))
+                    .transpose()
+                    .map_err(Error::Run)?
+            } else {
+                None
+            };
             let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
             wanted.extend(desired.iter().copied());
             let steps = self.system.steps_per_epoch(mode);
@@ -105,7 +117,11 @@ impl Estimator {
                 {
                     return Ok(Epoch::Stopped);
                 }
-                if let Err(error) = self.network.run_step(&plan, &mut batch, &step) {
+                let step_plan = match &between_logs {
+                    Some(lean) if !is_log_step(step.global_step, self.system.log_steps) => lean,
+                    _ => &plan,
+                };
+                if let Err(error) = self.network.run_step(step_plan, &mut batch, &step) {
                     return Err(self.explain_failure(error, batch.size));
                 }
                 let flow = self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;

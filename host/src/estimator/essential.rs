@@ -31,6 +31,12 @@ impl TrainEssential {
     }
 }
 
+/// Whether train step `step` (1-based, global) logs its losses: the first step and every
+/// `every`-th; never when `every` is 0 (FastEstimator's `log_steps`).
+pub fn is_log_step(step: u64, every: u64) -> bool {
+    every != 0 && (step == 1 || step % every == 0)
+}
+
 fn loss_value(batch: &Batch, key: KeyId, name: &str) -> Result<Option<f64>> {
     let Some(loss) = batch.get(key) else {
         return Ok(None);
@@ -67,6 +73,10 @@ impl HostTrace for TrainEssential {
         true
     }
 
+    fn reads_batch_only_at_log_steps(&self) -> bool {
+        true
+    }
+
     fn on_epoch_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
         self.epoch_start = Some(Instant::now());
         if self.last_log.is_none() {
@@ -77,8 +87,7 @@ impl HostTrace for TrainEssential {
 
     fn on_batch_end(&mut self, cx: &mut Cx<'_>, batch: &Batch) -> Result<()> {
         let step = cx.system.global_step;
-        let every = cx.system.log_steps;
-        if every == 0 || (step != 1 && step % every != 0) {
+        if !is_log_step(step, cx.system.log_steps) {
             return Ok(());
         }
         for (key, name) in &self.losses {
@@ -231,5 +240,18 @@ impl HostTrace for EvalEssential {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_log_step;
+
+    #[test]
+    fn the_first_step_and_every_nth_are_logged_and_none_with_zero() {
+        let logged: Vec<u64> = (1..=10).filter(|&s| is_log_step(s, 4)).collect();
+        assert_eq!(logged, [1, 4, 8]);
+        assert!((1..=10).all(|s| !is_log_step(s, 0)));
+        assert!((1..=3).all(|s| is_log_step(s, 1)));
     }
 }

@@ -56,6 +56,12 @@ pub trait HostTrace {
     fn reads_everything(&self) -> bool {
         false
     }
+    /// Reads its batch inputs only on logged train steps (see
+    /// [`super::essential::is_log_step`]): other train steps need not bring them back to the
+    /// host, which on CUDA saves a copy and a sync per step.
+    fn reads_batch_only_at_log_steps(&self) -> bool {
+        false
+    }
     /// Before the first epoch.
     fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
         Ok(())
@@ -145,6 +151,14 @@ impl TraceSlot {
         match &self.kind {
             TraceKind::Plugin(p) => p.input_ids.clone(),
             TraceKind::Host(h) => h.inputs(),
+        }
+    }
+
+    /// Batch keys it reads on a train step that is not logged.
+    pub fn batch_inputs_between_logs(&self) -> Vec<KeyId> {
+        match &self.kind {
+            TraceKind::Host(h) if h.reads_batch_only_at_log_steps() => Vec::new(),
+            _ => self.batch_inputs(),
         }
     }
 
@@ -411,4 +425,48 @@ pub fn wanted_keys(traces: &[TraceSlot], mode: Mode, epoch: u32, ds_id: &str) ->
         .filter(|t| t.active(mode, epoch, Some(ds_id)))
         .flat_map(TraceSlot::batch_inputs)
         .collect()
+}
+
+/// The batch keys traces read on a train step that is not logged (a subset of
+/// [`wanted_keys`]).
+pub fn wanted_keys_between_logs(
+    traces: &[TraceSlot],
+    mode: Mode,
+    epoch: u32,
+    ds_id: &str,
+) -> BTreeSet<KeyId> {
+    traces
+        .iter()
+        .filter(|t| t.active(mode, epoch, Some(ds_id)))
+        .flat_map(TraceSlot::batch_inputs_between_logs)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimator::adapt::TerminateOnNaN;
+    use crate::estimator::essential::TrainEssential;
+    use crate::schedule::ModeFilter;
+
+    #[test]
+    fn only_the_loss_log_skips_its_keys_between_logged_steps() {
+        let (loss, other) = (KeyId(0), KeyId(1));
+        let essential = TraceSlot::host(
+            "TrainEssential",
+            ModeFilter::ALL,
+            Box::new(TrainEssential::new(vec![(loss, "ce".into())], &[])),
+        );
+        let watcher = TraceSlot::host(
+            "TerminateOnNaN",
+            ModeFilter::ALL,
+            Box::new(TerminateOnNaN::new(vec![(other, "mse".into())], Vec::new())),
+        );
+        let traces = [essential, watcher];
+        let all = wanted_keys(&traces, Mode::Train, 1, "");
+        let lean = wanted_keys_between_logs(&traces, Mode::Train, 1, "");
+        assert_eq!(all.into_iter().collect::<Vec<_>>(), [loss, other]);
+        // TerminateOnNaN checks every step, so its key still comes back every step.
+        assert_eq!(lean.into_iter().collect::<Vec<_>>(), [other]);
+    }
 }

@@ -44,16 +44,28 @@ pub struct UpdateOpConfig {
     /// The key holding the loss (mean-reduced before differentiating).
     #[serde(default)]
     pub loss: Option<String>,
-    /// Instead of a loss: the key holding the model's gradients, as written by a `GradientOp`
-    /// with `model = ...` (all trainable parameters, flattened and concatenated).
+    /// The model's gradients to apply instead of differentiating `loss` (which is then only
+    /// the model's loss for logging): one key per trainable parameter, in the model's parameter
+    /// order, each shaped like its parameter (what a `GradientOp` with `model` and as many
+    /// outputs writes), or one key holding them all flattened and concatenated.
     #[serde(default)]
-    pub gradients: Option<String>,
+    pub gradients: Option<GradientKeys>,
     /// Accumulate gradients over this many calls and apply their average.
     #[serde(default = "one")]
     pub merge_grad: u32,
     /// Apply the update after every op of the step has run.
     #[serde(default)]
     pub defer: bool,
+}
+
+/// `gradients = "g"` or `gradients = ["g_bias", "g_weight"]`.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+pub enum GradientKeys {
+    /// One key: every gradient flattened and concatenated.
+    Flat(String),
+    /// One key per trainable parameter.
+    PerParameter(Vec<String>),
 }
 
 fn one() -> u32 {
@@ -66,6 +78,10 @@ pub struct UpdateOp {
     pub model: usize,
     /// The input is gradients rather than a loss.
     pub gradients_input: bool,
+    /// The model's loss key (what it trains on, or with given gradients what it logs).
+    pub loss: super::keys::KeyId,
+    /// The keys of given per-parameter gradients, for messages.
+    pub gradient_keys: Vec<String>,
     /// Accumulation count.
     pub merge_grad: u32,
     /// Manifest value of `defer` (the network may defer trailing updates regardless).
@@ -74,60 +90,134 @@ pub struct UpdateOp {
     pub calls: u64,
     /// Accumulated gradients (for `merge_grad`).
     pub grad_sum: Vec<Tensor>,
+    /// Overflow flags of the micro-steps accumulated so far (mixed precision, `merge_grad`),
+    /// summed on the device: one overflowing micro-step skips the merged step.
+    pub found_inf_sum: Option<Tensor>,
 }
 
-/// An update waiting for the end of the step.
+/// Gradients with their mixed-precision overflow flag (see [`Deferred::found_inf`]).
+type Flagged = (Vec<Tensor>, Option<Tensor>);
+
+/// An update waiting to be applied: at the end of the step (deferred), or now.
 pub struct Deferred {
     /// The model.
     pub model: usize,
     /// Its gradients (already unscaled).
     pub grads: Vec<Tensor>,
-    /// The gradients overflowed (mixed precision): skip the step, back the scale off.
-    pub overflow: bool,
+    /// Mixed precision: a device flag, non-zero when the gradients overflowed (skip the step,
+    /// back the scale off). Read once, when the update is applied.
+    pub found_inf: Option<Tensor>,
+}
+
+impl Deferred {
+    /// Adds `other`'s gradients (of the same model) to these, as FastEstimator accumulates
+    /// every UpdateOp's gradients into `.grad` before the model's single step.
+    fn absorb(&mut self, other: Deferred) -> Result<(), String> {
+        let _guard = tch::no_grad_guard();
+        for (mine, theirs) in self.grads.iter_mut().zip(other.grads) {
+            if !theirs.defined() {
+                continue;
+            }
+            if mine.defined() {
+                *mine = mine.f_add(&theirs).map_err(crate::tch_message)?;
+            } else {
+                *mine = theirs;
+            }
+        }
+        self.found_inf = match (self.found_inf.take(), other.found_inf) {
+            (Some(a), Some(b)) => Some(a.f_add(&b).map_err(crate::tch_message)?),
+            (a, b) => a.or(b),
+        };
+        Ok(())
+    }
 }
 
 impl UpdateOp {
-    /// Applies, accumulates or defers one update from `input` (a loss, or flat gradients).
+    /// Applies, accumulates or defers one update from `inputs` (a loss, or gradients).
+    /// Deferred updates of one model are summed into one step at the end of the step; a
+    /// non-deferred update of a model with a deferred one pending takes it along (its gradients
+    /// were already in `.grad` in FastEstimator, and the step clears them).
     pub fn forward(
         &mut self,
         model: &mut ModelSlot,
-        input: &Tensor,
+        inputs: &[&Tensor],
         retain_graph: bool,
         defer: bool,
         deferred: &mut Vec<Deferred>,
     ) -> Result<(), String> {
-        let (grads, overflow) = if self.gradients_input {
-            (model.split_flat_gradients(input)?, false)
-        } else {
-            loss_gradients(model, input, retain_graph)?
+        let (grads, found_inf) = match (self.gradients_input, inputs) {
+            (_, []) => return Err("no input given".into()),
+            (true, [flat]) => (model.split_flat_gradients(flat)?, None),
+            (true, many) => (self.per_parameter(model, many)?, None),
+            (false, [loss, ..]) => loss_gradients(model, loss, retain_graph)?,
         };
-        let (grads, overflow) = if self.merge_grad > 1 {
-            match self.accumulate(grads, overflow)? {
-                Some(average) => (average, false),
+        let (grads, found_inf) = if self.merge_grad > 1 {
+            match self.accumulate(grads, found_inf)? {
+                Some(average) => average,
                 None => return Ok(()),
             }
         } else {
-            (grads, overflow)
+            (grads, found_inf)
         };
-        if defer {
-            deferred.push(Deferred {
-                model: self.model,
-                grads,
-                overflow,
-            });
-            Ok(())
-        } else {
-            model.apply(&grads, overflow)
+        let mut update = Deferred {
+            model: self.model,
+            grads,
+            found_inf,
+        };
+        let pending = deferred.iter().position(|d| d.model == self.model);
+        match (defer, pending) {
+            (true, Some(index)) => deferred[index].absorb(update),
+            (true, None) => {
+                deferred.push(update);
+                Ok(())
+            }
+            (false, pending) => {
+                if let Some(index) = pending {
+                    update.absorb(deferred.remove(index))?;
+                }
+                model.apply(&update.grads, update.found_inf.as_ref())
+            }
         }
     }
 
+    /// Given per-parameter gradients, checked against the parameters' shapes.
+    fn per_parameter(&self, model: &ModelSlot, grads: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+        if grads.len() != model.params.len() {
+            return Err(format!(
+                "{} gradients for the {} trainable parameters of model `{}`",
+                grads.len(),
+                model.params.len(),
+                model.name
+            ));
+        }
+        let names = self.gradient_keys.iter().map(String::as_str);
+        let params = model.params.iter().zip(&model.param_names);
+        grads
+            .iter()
+            .zip(params)
+            .zip(names.chain(std::iter::repeat("?")))
+            .map(|((grad, (param, param_name)), key)| {
+                if grad.size() != param.size() {
+                    return Err(format!(
+                        "gradient `{key}` has shape {:?}, but parameter `{param_name}` of model `{}` has {:?}",
+                        grad.size(),
+                        model.name,
+                        param.size()
+                    ));
+                }
+                Ok(grad.shallow_clone())
+            })
+            .collect()
+    }
+
     /// Adds `grads` to the running sum; every `merge_grad` calls returns the average and clears
-    /// the sum. A call whose gradients overflowed (mixed precision) adds nothing.
+    /// the sum, with the micro-steps' overflow flags combined (PyTorch's GradScaler skips the
+    /// merged step when any accumulated gradient is infinite).
     fn accumulate(
         &mut self,
         grads: Vec<Tensor>,
-        overflow: bool,
-    ) -> Result<Option<Vec<Tensor>>, String> {
+        found_inf: Option<Tensor>,
+    ) -> Result<Option<Flagged>, String> {
         let _guard = tch::no_grad_guard();
         if self.grad_sum.is_empty() {
             self.grad_sum = grads
@@ -142,12 +232,16 @@ impl UpdateOp {
                 .collect::<Result<_, _>>()
                 .map_err(crate::tch_message)?;
         }
-        if !overflow {
-            for (sum, grad) in self.grad_sum.iter_mut().zip(&grads) {
-                if grad.defined() && sum.defined() {
-                    let _ = sum.f_add_(grad).map_err(crate::tch_message)?;
-                }
+        for (sum, grad) in self.grad_sum.iter_mut().zip(&grads) {
+            if grad.defined() && sum.defined() {
+                let _ = sum.f_add_(grad).map_err(crate::tch_message)?;
             }
+        }
+        if let Some(flag) = found_inf {
+            self.found_inf_sum = Some(match self.found_inf_sum.take() {
+                Some(sum) => sum.f_add(&flag).map_err(crate::tch_message)?,
+                None => flag,
+            });
         }
         self.calls += 1;
         if self.calls % self.merge_grad as u64 != 0 {
@@ -170,7 +264,7 @@ impl UpdateOp {
                 let _ = sum.f_zero_().map_err(crate::tch_message)?;
             }
         }
-        Ok(Some(average))
+        Ok(Some((average, self.found_inf_sum.take())))
     }
 }
 
@@ -180,7 +274,7 @@ fn loss_gradients(
     model: &ModelSlot,
     loss: &Tensor,
     retain_graph: bool,
-) -> Result<(Vec<Tensor>, bool), String> {
+) -> Result<(Vec<Tensor>, Option<Tensor>), String> {
     let loss = if loss.numel() == 1 {
         loss.f_reshape([]).map_err(crate::tch_message)?
     } else {
@@ -197,11 +291,11 @@ fn loss_gradients(
         None => loss,
     };
     let mut grads = gradients(&scaled, &model.params, retain_graph, &model.name)?;
-    let overflow = match &model.scaler {
-        Some(scaler) => scaler.unscale(&mut grads).map_err(crate::tch_message)?,
-        None => false,
+    let found_inf = match &model.scaler {
+        Some(scaler) => Some(scaler.unscale(&mut grads)?),
+        None => None,
     };
-    Ok((grads, overflow))
+    Ok((grads, found_inf))
 }
 
 /// `d sum(target) / d sources`, keeping the graph when `retain_graph`. Undefined gradients mean
@@ -236,8 +330,9 @@ pub fn gradients(
 pub struct GradientOpConfig {
     /// The key to differentiate (its sum, as FastEstimator does).
     pub finals: String,
-    /// Differentiate with respect to this model's trainable parameters: one output, all
-    /// gradients flattened and concatenated (what `UpdateOp`'s `gradients` takes). Without it,
+    /// Differentiate with respect to this model's trainable parameters: one output per
+    /// parameter (as FastEstimator's GradientOp gives), or a single output holding them all
+    /// flattened and concatenated; either is what `UpdateOp`'s `gradients` takes. Without it,
     /// the op differentiates with respect to its `inputs`, one output per input.
     #[serde(default)]
     pub model: Option<String>,
@@ -247,6 +342,8 @@ pub struct GradientOpConfig {
 pub struct GradientOp {
     /// With respect to this model's parameters, if set.
     pub model: Option<usize>,
+    /// With a model: one output per trainable parameter rather than one flattened vector.
+    pub per_parameter: bool,
 }
 
 impl GradientOp {
@@ -264,6 +361,19 @@ impl GradientOp {
             Some(index) => {
                 let model = &models[index];
                 let grads = gradients(target, &model.params, retain_graph, &model.name)?;
+                if self.per_parameter {
+                    return grads
+                        .into_iter()
+                        .zip(&model.params)
+                        .map(|(g, p)| {
+                            if g.defined() {
+                                Ok(g)
+                            } else {
+                                p.f_zeros_like().map_err(crate::tch_message)
+                            }
+                        })
+                        .collect();
+                }
                 Ok(vec![model.flatten_gradients(&grads)?])
             }
             None => {

@@ -194,16 +194,13 @@ fn call(
             if env.step.warmup {
                 return Ok(Vec::new());
             }
-            let Some(input) = inputs.first() else {
-                return Err(Error::builtin("UpdateOp", "forward", "no input given"));
-            };
             let model = &mut env.models[update.model];
             let deferred = &mut *env.deferred;
             // Host code calling libtorch can panic (tch's non-`f_` methods); keep it an error.
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 update.forward(
                     model,
-                    input,
+                    inputs,
                     flags.retain_graph,
                     flags.defer || update.defer,
                     deferred,
@@ -246,7 +243,7 @@ pub fn apply_deferred(
         let model = &mut models[update.model];
         let name = model.name.clone();
         model
-            .apply(&update.grads, update.overflow)
+            .apply(&update.grads, update.found_inf.as_ref())
             .map_err(|message| {
                 Error::builtin("UpdateOp", "forward", format!("{name}: {message}"))
             })?;

@@ -81,8 +81,8 @@ impl Network {
     /// The name of the loss key the first `UpdateOp` of `model` trains on.
     pub fn update_loss_key(&self, model: usize) -> Option<String> {
         self.ops.iter().find_map(|op| match &op.kind {
-            OpKind::Update(update) if update.model == model && !update.gradients_input => {
-                op.inputs.first().map(|k| self.keys.name(*k).to_owned())
+            OpKind::Update(update) if update.model == model => {
+                Some(self.keys.name(update.loss).to_owned())
             }
             _ => None,
         })
@@ -171,18 +171,23 @@ impl Exec<'_> {
                 work[key.0 as usize] = Some(to_device(tensor, device)?);
             }
         }
-        let result = self.run_ops(plan, &mut work, step);
+        let mut result = self.run_ops(plan, &mut work, step);
         if result.is_ok() {
+            let mut copied = false;
             for &key in &plan.outputs {
                 if let Some(tensor) = work[key.0 as usize].take() {
                     let value = tensor.detach();
                     let value = if device == Device::Cpu {
                         value
                     } else {
+                        copied = true;
                         to_device(&value, Device::Cpu)?
                     };
                     batch.set(key, value);
                 }
+            }
+            if copied {
+                result = wait_for_copies(device);
             }
         }
         work.clear();
@@ -240,6 +245,22 @@ pub fn to_device(tensor: &Tensor, device: Device) -> Result<Tensor> {
                 crate::tch_message(e)
             ))
         })
+}
+
+/// Waits until the device has finished everything queued so far, the device-to-host copies of
+/// a step's outputs included. Those are asynchronous (into pinned memory), and traces, the loss
+/// log and TerminateOnNaN read them on the host right after the step: without this wait they
+/// could read memory the copy has not written yet. One wait per step covers every output.
+fn wait_for_copies(device: Device) -> Result<()> {
+    if let Device::Cuda(index) = device {
+        std::panic::catch_unwind(|| tch::Cuda::synchronize(index as i64)).map_err(|payload| {
+            Error::Run(format!(
+                "cannot wait for {device:?}: {}",
+                fe_plugin_api::panic_message(payload.as_ref())
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// Stamps a component failure with where in the run it happened.

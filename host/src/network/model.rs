@@ -143,9 +143,13 @@ impl ModelSlot {
             .chain(self.buffers.iter().map(|(n, t)| (n.as_str(), t)))
     }
 
-    /// Steps the optimizer with `grads`, or skips the step when they `overflow`ed; then updates
-    /// the loss scale.
-    pub fn apply(&mut self, grads: &[Tensor], overflow: bool) -> Result<(), String> {
+    /// Steps the optimizer with `grads`, or skips the step when `found_inf` (mixed precision)
+    /// says they overflowed; then updates the loss scale.
+    pub fn apply(&mut self, grads: &[Tensor], found_inf: Option<&Tensor>) -> Result<(), String> {
+        let overflow = match found_inf {
+            Some(flag) => super::precision::overflowed(flag)?,
+            None => false,
+        };
         let name = &self.name;
         let Some(optimizer) = self
             .current_optimizer

@@ -61,8 +61,7 @@ impl OpNode {
     /// The loss keys of every `UpdateOp` in this op (meta ops included).
     pub fn loss_keys(&self) -> Vec<KeyId> {
         match &self.kind {
-            OpKind::Update(update) if update.gradients_input => Vec::new(),
-            OpKind::Update(_) => self.inputs.clone(),
+            OpKind::Update(update) => vec![update.loss],
             OpKind::Meta(meta) => meta.children().iter().flat_map(|c| c.loss_keys()).collect(),
             _ => Vec::new(),
         }

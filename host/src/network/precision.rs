@@ -63,17 +63,23 @@ impl GradScaler {
         loss.f_mul_scalar(self.scale)
     }
 
-    /// Divides the gradients by the scale in place; `true` when any is infinite or NaN.
-    pub fn unscale(&self, grads: &mut [Tensor]) -> Result<bool, tch::TchError> {
+    /// Divides the gradients by the scale in place. Returns a one-element tensor on their
+    /// device that is 1 when any is infinite or NaN: nothing is read back to the host here, so
+    /// micro-steps and deferred updates cost no sync; [`overflowed`] reads it once per step.
+    pub fn unscale(&self, grads: &mut [Tensor]) -> Result<Tensor, String> {
         let _guard = tch::no_grad_guard();
-        let inverse = 1.0 / self.scale;
-        let mut overflow = false;
-        for grad in grads.iter_mut().filter(|g| g.defined()) {
-            let _ = grad.f_mul_scalar_(inverse)?;
-            let finite = grad.f_isfinite()?.f_all()?.int64_value(&[]) != 0;
-            overflow |= !finite;
-        }
-        Ok(overflow)
+        let defined: Vec<Tensor> = grads
+            .iter()
+            .filter(|g| g.defined())
+            .map(Tensor::shallow_clone)
+            .collect();
+        let device = defined.first().map_or(Device::Cpu, Tensor::device);
+        let options = (tch::Kind::Float, device);
+        // `full`/`zeros` fill on the device; uploading host scalars would block on CUDA.
+        let found_inf = Tensor::f_zeros([1], options).map_err(crate::tch_message)?;
+        let inverse = Tensor::f_full([1], 1.0 / self.scale, options).map_err(crate::tch_message)?;
+        crate::shim::unscale_grads(&defined, &found_inf, &inverse)?;
+        Ok(found_inf)
     }
 
     /// Updates the scale after a step (`overflow`: the step was skipped).
@@ -92,6 +98,16 @@ impl GradScaler {
     }
 }
 
+/// Whether a `found_inf` flag from [`GradScaler::unscale`] (possibly summed over several
+/// micro-steps) says the gradients overflowed. This reads the device: one sync per optimizer
+/// step on the mixed-precision path, as PyTorch's `GradScaler.step` does.
+pub fn overflowed(found_inf: &Tensor) -> Result<bool, String> {
+    found_inf
+        .f_double_value(&[0])
+        .map(|value| value != 0.0)
+        .map_err(crate::tch_message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,8 +115,11 @@ mod tests {
     #[test]
     fn overflow_backs_off_and_skips() {
         let mut scaler = GradScaler::default();
-        let mut grads = vec![Tensor::from_slice(&[f32::INFINITY, 1.0])];
-        assert!(scaler.unscale(&mut grads).unwrap());
+        let mut grads = vec![
+            Tensor::from_slice(&[1.0f32]),
+            Tensor::from_slice(&[f32::INFINITY, 1.0]),
+        ];
+        assert!(overflowed(&scaler.unscale(&mut grads).unwrap()).unwrap());
         scaler.update(true);
         assert_eq!((scaler.scale, scaler.skipped_steps), (32768.0, 1));
     }
@@ -111,8 +130,8 @@ mod tests {
             growth_interval: 2,
             ..GradScaler::default()
         };
-        let mut grads = vec![Tensor::from_slice(&[65536.0f32])];
-        assert!(!scaler.unscale(&mut grads).unwrap());
+        let mut grads = vec![Tensor::from_slice(&[65536.0f32]), Tensor::new()];
+        assert!(!overflowed(&scaler.unscale(&mut grads).unwrap()).unwrap());
         assert_eq!(grads[0].double_value(&[0]), 1.0);
         scaler.update(false);
         assert_eq!(scaler.scale, 65536.0);

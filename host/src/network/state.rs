@@ -24,12 +24,15 @@ impl OpNode {
                 (json, tensors)
             }
             OpKind::Update(update) => {
-                let tensors = update
+                let mut tensors: Vec<(String, tch::Tensor)> = update
                     .grad_sum
                     .iter()
                     .enumerate()
                     .map(|(i, t)| (format!("grad_sum/{i}"), t.shallow_clone()))
                     .collect();
+                if let Some(flag) = &update.found_inf_sum {
+                    tensors.push(("found_inf_sum".to_owned(), flag.shallow_clone()));
+                }
                 (
                     json!({ "calls": update.calls, "grad_sum": update.grad_sum.len() }),
                     tensors,
@@ -115,6 +118,10 @@ impl OpNode {
                     grad_sum.push(own_tensors.swap_remove(position).1);
                 }
                 update.grad_sum = grad_sum;
+                update.found_inf_sum = own_tensors
+                    .iter()
+                    .position(|(n, _)| n == "found_inf_sum")
+                    .map(|position| own_tensors.swap_remove(position).1);
             }
             OpKind::Meta(meta) => {
                 for (i, child) in meta.children_mut().into_iter().enumerate() {

@@ -91,7 +91,13 @@ impl Adam {
             }
         }
         // The kernel reads (never writes) the step count; one scalar serves every parameter.
-        let step = Tensor::from(self.step as f32).f_to_device(params[0].device())?;
+        // `full` fills it on the device: uploading a host scalar would be a blocking
+        // host-to-device copy, a stream sync on every step on CUDA.
+        let step = Tensor::f_full(
+            [] as [i64; 0],
+            self.step as f64,
+            (tch::Kind::Float, params[0].device()),
+        )?;
         let steps: Vec<Tensor> = params.iter().map(|_| step.shallow_clone()).collect();
         let state = crate::shim::FusedAdam {
             params,

@@ -8,6 +8,7 @@ use super::*;
 /// Trains a small linear model for `steps` steps with libtorch's optimizer and with ours from
 /// the same start, and returns the largest parameter difference.
 fn max_difference(ours: &mut dyn Optimizer, theirs: impl OptimizerConfig, steps: usize) -> f64 {
+    let _lock = crate::shim::global_generator_lock();
     tch::manual_seed(7);
     let vs = nn::VarStore::new(Device::Cpu);
     let layer = nn::linear(vs.root() / "fc", 5, 3, Default::default());

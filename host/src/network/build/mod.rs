@@ -14,7 +14,7 @@ use fe_plugin_api::{ComponentKind, DeviceSpec};
 use tch::Device;
 
 use super::builtin::{
-    GradientOp, GradientOpConfig, ModelOp, ModelOpConfig, UpdateOp, UpdateOpConfig,
+    GradientKeys, GradientOp, GradientOpConfig, ModelOp, ModelOpConfig, UpdateOp, UpdateOpConfig,
 };
 use super::keys::Keys;
 use super::meta::MetaOp;
@@ -212,10 +212,13 @@ impl Builder<'_> {
                     Some(name) => Some(self.model_index(spec, name)?),
                     None => None,
                 };
-                let expected = if model.is_some() {
-                    1
-                } else {
-                    spec.inputs.len()
+                // With a model: one output per trainable parameter, or one flattened.
+                let parameters = model.map(|m| self.models[m].params.len());
+                let per_parameter = parameters.is_some_and(|n| n > 1 && spec.outputs.len() == n);
+                let expected = match parameters {
+                    Some(n) if per_parameter => n,
+                    Some(_) => 1,
+                    None => spec.inputs.len(),
                 };
                 if model.is_some() && !spec.inputs.is_empty() {
                     return Err(manifest.error_at(
@@ -227,12 +230,15 @@ impl Builder<'_> {
                     return Err(manifest.error_at(&spec.path, "GradientOp needs `model` or `inputs`: what to differentiate with respect to"));
                 }
                 if spec.outputs.len() != expected {
+                    let what = match parameters {
+                        Some(n) => {
+                            format!("1 key (flattened) or {n} (one per trainable parameter)")
+                        }
+                        None => format!("{expected} key(s)"),
+                    };
                     return Err(manifest.error_at(
                         &spec.path.key("outputs"),
-                        format!(
-                            "GradientOp writes {expected} key(s) here, got {}",
-                            spec.outputs.len()
-                        ),
+                        format!("GradientOp writes {what} here, got {}", spec.outputs.len()),
                     ));
                 }
                 let mut inputs = vec![config.finals.clone()];
@@ -240,7 +246,10 @@ impl Builder<'_> {
                 let modes = self.modes(spec, "")?;
                 Ok(self.node(
                     spec,
-                    OpKind::Gradient(GradientOp { model }),
+                    OpKind::Gradient(GradientOp {
+                        model,
+                        per_parameter,
+                    }),
                     &inputs,
                     &spec.outputs,
                     modes,
@@ -359,23 +368,42 @@ impl Builder<'_> {
                 "UpdateOp takes its input as `loss = \"<key>\"` (or `gradients = \"<key>\"`) and has no outputs",
             ));
         }
-        let (input, gradients_input) = match (config.loss, config.gradients) {
-            (Some(loss), None) => (loss, false),
-            (None, Some(gradients)) => (gradients, true),
-            _ => {
-                return Err(manifest.error_at(
-                    &spec.path,
-                    "UpdateOp needs exactly one of `loss` and `gradients`",
-                ))
-            }
+        // FastEstimator's rules: `loss` always names the model's loss; with `gradients` those
+        // are applied instead of differentiating it.
+        let Some(loss) = config.loss else {
+            return Err(manifest.error_at(
+                &spec.path,
+                "UpdateOp needs `loss`: the key of the loss it trains on (with `gradients`, the loss they come from, logged as the model's loss)",
+            ));
         };
-        let field = if gradients_input { "gradients" } else { "loss" };
-        crate::schedule::validate_key(&input)
-            .map_err(|e| manifest.error_at(&spec.path.key(field), e))?;
+        crate::schedule::validate_key(&loss)
+            .map_err(|e| manifest.error_at(&spec.path.key("loss"), e))?;
+        let (gradient_keys, per_parameter) = match config.gradients {
+            None => (Vec::new(), false),
+            Some(GradientKeys::Flat(key)) => (vec![key], false),
+            Some(GradientKeys::PerParameter(keys)) => (keys, true),
+        };
+        for key in &gradient_keys {
+            crate::schedule::validate_key(key)
+                .map_err(|e| manifest.error_at(&spec.path.key("gradients"), e))?;
+        }
+        let gradients_input = !gradient_keys.is_empty() || per_parameter;
         if config.merge_grad == 0 {
             return Err(manifest.error_at(&spec.path.key("merge_grad"), "must be at least 1"));
         }
         let slot = &self.models[model];
+        if per_parameter && gradient_keys.len() != slot.params.len() {
+            return Err(manifest.error_at(
+                &spec.path.key("gradients"),
+                format!(
+                    "{} keys for the {} trainable parameters of model `{}` ({})",
+                    gradient_keys.len(),
+                    slot.params.len(),
+                    slot.name,
+                    slot.param_names.join(", ")
+                ),
+            ));
+        }
         if !slot.trainable || slot.optimizers.is_empty() {
             let why = if slot.trainable {
                 "has no optimizer"
@@ -393,16 +421,28 @@ impl Builder<'_> {
                 "mixed-precision training cannot take input gradients, because the gradients need to be computed in this op",
             ));
         }
+        let inputs = if gradients_input {
+            gradient_keys.clone()
+        } else {
+            vec![loss.clone()]
+        };
         let op = UpdateOp {
             model,
             gradients_input,
+            loss: keys.intern(&loss),
+            gradient_keys: if per_parameter {
+                gradient_keys
+            } else {
+                Vec::new()
+            },
             merge_grad: config.merge_grad,
             defer: config.defer,
             calls: 0,
             grad_sum: Vec::new(),
+            found_inf_sum: None,
         };
         let modes = self.modes(spec, "train")?;
-        Ok(self.node(spec, OpKind::Update(op), &[input], &[], modes, keys))
+        Ok(self.node(spec, OpKind::Update(op), &inputs, &[], modes, keys))
     }
 
     fn slicer(&self, spec: &ComponentSpec, keys: &mut Keys) -> Result<SlicerNode> {
