@@ -337,8 +337,9 @@ impl FfiTrace for TraceAdapter {
         let inner = &mut self.inner;
         guard(&self.name, "load_state", || match inner {
             TraceImpl::Trace(trace) => trace.load_state(State::from_ffi(state)),
-            // A metric's state is only meaningful inside an epoch; checkpoints are taken
-            // between epochs, so restoring starts from the reset state.
+            // A metric restarts from its reset state: the host keeps the partial state it
+            // saved and reduces it together with what the metric accumulates from now on,
+            // like the partials of several workers.
             TraceImpl::Metric(metric) => {
                 metric.reset();
                 Ok(())
