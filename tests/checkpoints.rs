@@ -491,3 +491,61 @@ fn a_resumed_run_log_reads_as_if_the_run_had_never_stopped() {
     assert_eq!(a, b);
     assert!(resumed.join("logs/metrics.svg").is_file());
 }
+
+#[test]
+fn smoke_mode_reloads_its_checkpoint_before_the_trial_closes() {
+    // Determined's order: `on_trial_close` is the last call a trace sees.
+    let dir = TempDir::new("smoke-order");
+    let events = dir.path().join("events.txt");
+    let trace = format!(
+        "\n[[traces]]\ntrace = \"RecordEvents\"\nfile = \"{}\"\n",
+        events.display()
+    );
+    let text = manifest("").replace("[checkpoint]", &format!("{trace}\n[checkpoint]"));
+    let path = dir.write("m.toml", &text);
+    let out = run(&["run", &path.to_string_lossy(), "--smoke", "-q"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let lines = std::fs::read_to_string(&events).unwrap();
+    let calls: Vec<&str> = lines
+        .lines()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "on_begin",
+            "on_checkpoint_end",
+            "on_end",
+            "on_checkpoint_load",
+            "on_trial_close"
+        ],
+        "{lines}"
+    );
+}
+
+#[test]
+fn a_train_metric_resumed_mid_epoch_equals_the_uninterrupted_one() {
+    let dir = TempDir::new("metric-resume");
+    // Accuracy in training too: its running totals are inside the epoch when ckpt-8 is taken.
+    let text = manifest("").replace(
+        "outputs = \"accuracy\"\n",
+        "outputs = \"accuracy\"\nmode = [\"train\", \"eval\"]\n",
+    );
+    let whole = full_run(&dir, "whole", &text, &[]);
+    let from = whole.join("ckpt/ckpt-8");
+    let resumed = full_run(
+        &dir,
+        "mid-epoch",
+        &text,
+        &["--resume", &from.to_string_lossy()],
+    );
+    let train_accuracy = |d: &Path| history(&d.join("summary.json"), "train", "accuracy");
+    let expected = train_accuracy(&whole);
+    assert_eq!(
+        expected.as_object().map(|steps| steps.len()),
+        Some(3),
+        "one train accuracy per epoch: {expected}"
+    );
+    assert_eq!(train_accuracy(&resumed), expected);
+    assert_same_run(&whole, &resumed);
+}

@@ -11,9 +11,33 @@ fn libtorch_cuda_is_linked_so_cuda_is_never_silently_lost() {
     // directly) and a GPU machine would train on the CPU without a word.
     let out = run(&["devices"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_contains!(out.stdout, "libtorch_cuda loaded: true");
-    assert_contains!(out.stdout, "built with: CUDA 13.0");
+    // The CUDA version comes from the flavour of the libtorch this build links (`cu130` is
+    // CUDA 13.0), not from what the machine that wrote the test had.
+    match cuda_of_flavour(fe_plugin_api::build_info::LIBTORCH_FLAVOUR) {
+        Some(cuda) => {
+            assert_contains!(out.stdout, "libtorch_cuda loaded: true");
+            assert_contains!(out.stdout, &format!("built with: CUDA {cuda}, cuDNN "));
+        }
+        None => assert!(!out.stdout.contains("built with: CUDA"), "{}", out.stdout),
+    }
     assert_contains!(out.stdout, "driver: ");
+}
+
+/// `cu130` → `13.0`, `cu118` → `11.8`; `None` for a CPU build.
+fn cuda_of_flavour(flavour: &str) -> Option<String> {
+    let digits = flavour.strip_prefix("cu")?;
+    if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (major, minor) = digits.split_at(digits.len() - 1);
+    Some(format!("{major}.{minor}"))
+}
+
+#[test]
+fn cuda_versions_come_from_the_libtorch_flavour() {
+    assert_eq!(cuda_of_flavour("cu130").as_deref(), Some("13.0"));
+    assert_eq!(cuda_of_flavour("cu118").as_deref(), Some("11.8"));
+    assert_eq!(cuda_of_flavour("cpu"), None);
 }
 
 #[test]

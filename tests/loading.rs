@@ -219,6 +219,15 @@ fn pinned_sha256_match_loads() {
     let manifest = dir.write("m.toml", &format!("[plugins]\nsha256 = {{ \"libfe_models.so\" = \"{hash}\" }}\n[pipeline]\nbatch_size = 1\n"));
     let out = run(&["plugins", "list", "--manifest", &manifest.to_string_lossy()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    // The pinned file itself was loaded, with what it provides.
+    assert_contains!(
+        out.stdout,
+        format!(
+            "fe-models 0.1.0  {}",
+            plugin_dir().join("libfe_models.so").display()
+        )
+    );
+    assert_contains!(out.stdout, "LeNet");
 }
 
 #[test]

@@ -507,3 +507,38 @@ fn deferred_two_model_updates_differentiate_against_the_forward_weights() {
         .run_step(&plan, &mut b, &step(Mode::Train, 1))
         .expect("deferred updates succeed");
 }
+
+#[test]
+fn with_no_wanted_keys_everything_the_network_produces_comes_back() {
+    // `_get_ctx_inputs_and_outputs`: without desired keys the outputs are every produced key.
+    let (network, keys) = build(LINEAR).unwrap();
+    let plan = network.plan(Mode::Train, 1, "", &BTreeSet::new()).unwrap();
+    assert_eq!(keys.names(plan.outputs.iter().copied()), ["y_pred", "mse"]);
+    // With wanted keys, only those (and what post-processing reads) come back.
+    let wanted: BTreeSet<_> = [keys.get("mse").unwrap()].into();
+    let plan = network.plan(Mode::Train, 1, "", &wanted).unwrap();
+    assert_eq!(keys.names(plan.outputs.iter().copied()), ["mse"]);
+}
+
+#[test]
+fn a_sliced_key_post_processing_reads_must_be_unsliced() {
+    // FastEstimator counts what post-processing reads as wanted, so a sliced key it reads
+    // must be unsliced like any other.
+    let slicer = "\n[[network.slicers]]\nslicer = \"AxisSlicer\"\nslice = [\"x\", \"y\"]\nunslice = [\"y_pred\", \"mse\"]\naxis = 0\nminibatch_size = 2\n";
+    let post = "\n[[network.postprocessing]]\nop = \"Onehot\"\ninputs = \"y\"\noutputs = \"y_hot\"\nnum_classes = 2\n";
+    let (network, keys) = build(&format!("{LINEAR}{slicer}{post}")).unwrap();
+    let wanted: BTreeSet<_> = [keys.get("mse").unwrap()].into();
+    let err = network.plan(Mode::Train, 1, "", &wanted).unwrap_err();
+    assert!(
+        err.starts_with("since you are using slicers, you must say how to unslice these keys in train (epoch 1): y"),
+        "{err}"
+    );
+    // Unslicing it too makes the plan valid.
+    let slicer = slicer.replace(
+        "unslice = [\"y_pred\", \"mse\"]",
+        "unslice = [\"y_pred\", \"mse\", \"y\"]",
+    );
+    let (network, keys) = build(&format!("{LINEAR}{slicer}{post}")).unwrap();
+    let wanted: BTreeSet<_> = [keys.get("mse").unwrap()].into();
+    network.plan(Mode::Train, 1, "", &wanted).unwrap();
+}

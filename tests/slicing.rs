@@ -280,3 +280,20 @@ fn modes_go_on_the_meta_op_not_inside_it() {
     .to_string();
     assert!(err.contains("network.ops[0].wrap: set `mode` and `ds_id` on the Sometimes around this op, not inside it"), "{err}");
 }
+
+#[test]
+fn a_slicer_whose_keys_the_batch_lacks_is_refused_before_training() {
+    // `image` is a typo for `x`: today nothing would be sliced, so no op and no update runs.
+    let dir = crate::util::TempDir::new("slicer-typo");
+    let slicer = "\n[[network.slicers]]\nslicer = \"AxisSlicer\"\nslice = [\"image\"]\nunslice = [\"y_pred\", \"ce\"]\naxis = 0\nminibatch_size = 8\n";
+    let path = dir.write("m.toml", &crate::util::lenet_manifest(1, slicer));
+    let out = crate::util::run_failing(&["run", &path.to_string_lossy()], 2);
+    for part in [
+        "AxisSlicer (network.slicers[0])",
+        "`image`",
+        "train (epoch 1)",
+    ] {
+        assert_contains!(out.stderr, part);
+    }
+    assert!(!out.stdout.contains("fe-host train"), "{}", out.stdout);
+}

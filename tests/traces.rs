@@ -343,3 +343,60 @@ print(json.dumps(out))
         assert!(tags.contains_key("ce"), "{mode}: {tags:?}");
     }
 }
+
+/// `lenet_manifest` cut to a few steps per epoch, for tests about what traces write.
+fn short_lenet(epochs: u32, extra: &str) -> String {
+    lenet_manifest(epochs, extra).replace(
+        "log_steps = 50",
+        "log_steps = 1\ntrain_steps_per_epoch = 3\neval_steps_per_epoch = 2",
+    )
+}
+
+#[test]
+fn a_metric_returning_more_or_fewer_values_than_its_keys_is_refused_naming_the_plugin() {
+    let dir = TempDir::new("metric-arity");
+    for (values, outputs) in [(1, r#"["a", "b"]"#), (3, r#"["a", "b"]"#), (0, r#""a""#)] {
+        let trace = format!(
+            "\n[[traces]]\ntrace = \"WrongArity\"\ninputs = \"y\"\noutputs = {outputs}\nvalues = {values}\n"
+        );
+        let path = dir.write("m.toml", &short_lenet(1, &trace));
+        let out = crate::util::run_failing(&["run", &path.to_string_lossy(), "-q"], 1);
+        assert_contains!(out.stderr, "fe-faulty::WrongArity");
+        assert_contains!(
+            out.stderr,
+            &format!(
+                "returned {values} value(s) for {} output key(s)",
+                outputs.matches('"').count() / 2
+            )
+        );
+    }
+    // The right number is accepted and logged under each key.
+    let trace = "\n[[traces]]\ntrace = \"WrongArity\"\ninputs = \"y\"\noutputs = [\"a\", \"b\"]\nvalues = 2\n";
+    let (_, summary) = run_with_summary(&dir, &short_lenet(1, trace));
+    assert_eq!(steps(&summary, "eval", "a"), [(3, 2.0)]);
+    assert_eq!(steps(&summary, "eval", "b"), [(3, 2.0)]);
+}
+
+#[test]
+fn post_processing_ops_run_on_the_batch_and_traces_read_their_outputs() {
+    // Post-processing one-hot encodes the labels on the CPU after the network; an accuracy
+    // over the one-hot labels must equal the one over the integer labels, batch for batch.
+    let dir = TempDir::new("post-processing");
+    let extra = r#"
+[[network.postprocessing]]
+op = "Onehot"
+inputs = "y"
+outputs = "y_hot"
+num_classes = 10
+mode = "eval"
+
+[[traces]]
+trace = "Accuracy"
+inputs = ["y_hot", "y_pred"]
+outputs = "accuracy_hot"
+"#;
+    let (_, summary) = run_with_summary(&dir, &short_lenet(2, extra));
+    let plain = steps(&summary, "eval", "accuracy");
+    assert_eq!(plain.len(), 2, "{summary}");
+    assert_eq!(steps(&summary, "eval", "accuracy_hot"), plain);
+}

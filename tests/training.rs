@@ -358,3 +358,54 @@ optimizer = { type = "adam", lr = 0.01 }
     let accuracy = values(&summary, "eval", "accuracy");
     assert!(accuracy[2] > 0.9, "eval accuracy {accuracy:?}");
 }
+
+#[test]
+fn transform_in_train_mode_refuses_a_network_that_updates_a_model() {
+    // `transform` runs without gradients and saves no weights: training there would fail deep
+    // inside the UpdateOp, or change nothing anyone keeps.
+    let dir = TempDir::new("transform-train");
+    let manifest = dir.write("m.toml", &lenet_manifest(1, ""));
+    let out_file = dir.path().join("out.safetensors");
+    let out = crate::util::run_failing(
+        &[
+            "transform",
+            &manifest.to_string_lossy(),
+            "--mode",
+            "train",
+            "--limit",
+            "8",
+            "--out",
+            &out_file.to_string_lossy(),
+        ],
+        2,
+    );
+    assert_contains!(out.stderr, "UpdateOp (network.ops[2])");
+    assert_contains!(out.stderr, "train mode");
+    assert!(!out_file.exists(), "nothing written");
+    // In eval mode the same network transforms (the loss runs, the update does not).
+    let out = fe_host()
+        .args([
+            "transform",
+            &manifest.to_string_lossy(),
+            "--mode",
+            "eval",
+            "--limit",
+            "8",
+            "--out",
+            &out_file.to_string_lossy(),
+        ])
+        .output()
+        .expect("transform");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut names: Vec<String> = fe_host::system::tensors::read(&out_file)
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["ce", "y_pred"]);
+}

@@ -337,8 +337,9 @@ impl FfiTrace for TraceAdapter {
         let inner = &mut self.inner;
         guard(&self.name, "load_state", || match inner {
             TraceImpl::Trace(trace) => trace.load_state(State::from_ffi(state)),
-            // A metric's state is only meaningful inside an epoch; checkpoints are taken
-            // between epochs, so restoring starts from the reset state.
+            // A metric restarts from its reset state: the host keeps the partial state it
+            // saved and reduces it together with what the metric accumulates from now on,
+            // like the partials of several workers.
             TraceImpl::Metric(metric) => {
                 metric.reset();
                 Ok(())
@@ -462,143 +463,64 @@ fn wrong_factory() -> Error {
     Error::unsupported("registration kind does not match its factory")
 }
 
-pub(crate) extern "C" fn create_tensor_op(
-    name: RStr<'_>,
-    config: RStr<'_>,
-    ctx: &CreateContext<'_>,
-) -> RResult<TensorOpBox, PluginError> {
-    create(
-        ComponentKind::TensorOp,
-        name,
-        config,
-        ctx,
-        |name, factory, config, ctx| {
-            let Factory::TensorOp(make) = factory else {
-                return Err(wrong_factory());
-            };
-            let inner = make(config, ctx)?;
-            Ok(FfiTensorOp_TO::from_value(
-                TensorOpAdapter { name, inner },
-                TD_Opaque,
-            ))
-        },
-    )
+/// Defines the root module's `create_*` function for one kind: find the registration, check
+/// its factory is of that kind, build the component and wrap it in its adapter. The six
+/// functions differ only in these names, and must stay separate `extern "C"` functions
+/// because each is a field of the root module.
+macro_rules! creator {
+    ($function:ident, $kind:ident, $boxed:ty, $object:ident, $adapter:ident) => {
+        pub(crate) extern "C" fn $function(
+            name: RStr<'_>,
+            config: RStr<'_>,
+            ctx: &CreateContext<'_>,
+        ) -> RResult<$boxed, PluginError> {
+            create(
+                ComponentKind::$kind,
+                name,
+                config,
+                ctx,
+                |name, factory, config, ctx| {
+                    let Factory::$kind(make) = factory else {
+                        return Err(wrong_factory());
+                    };
+                    let inner = make(config, ctx)?;
+                    Ok($object::from_value($adapter { name, inner }, TD_Opaque))
+                },
+            )
+        }
+    };
 }
 
-pub(crate) extern "C" fn create_numpy_op(
-    name: RStr<'_>,
-    config: RStr<'_>,
-    ctx: &CreateContext<'_>,
-) -> RResult<NumpyOpBox, PluginError> {
-    create(
-        ComponentKind::NumpyOp,
-        name,
-        config,
-        ctx,
-        |name, factory, config, ctx| {
-            let Factory::NumpyOp(make) = factory else {
-                return Err(wrong_factory());
-            };
-            let inner = make(config, ctx)?;
-            Ok(FfiNumpyOp_TO::from_value(
-                NumpyOpAdapter { name, inner },
-                TD_Opaque,
-            ))
-        },
-    )
-}
-
-pub(crate) extern "C" fn create_slicer(
-    name: RStr<'_>,
-    config: RStr<'_>,
-    ctx: &CreateContext<'_>,
-) -> RResult<SlicerBox, PluginError> {
-    create(
-        ComponentKind::Slicer,
-        name,
-        config,
-        ctx,
-        |name, factory, config, ctx| {
-            let Factory::Slicer(make) = factory else {
-                return Err(wrong_factory());
-            };
-            let inner = make(config, ctx)?;
-            Ok(FfiSlicer_TO::from_value(
-                SlicerAdapter { name, inner },
-                TD_Opaque,
-            ))
-        },
-    )
-}
-
-pub(crate) extern "C" fn create_trace(
-    name: RStr<'_>,
-    config: RStr<'_>,
-    ctx: &CreateContext<'_>,
-) -> RResult<TraceBox, PluginError> {
-    create(
-        ComponentKind::Trace,
-        name,
-        config,
-        ctx,
-        |name, factory, config, ctx| {
-            let Factory::Trace(make) = factory else {
-                return Err(wrong_factory());
-            };
-            let inner = make(config, ctx)?;
-            Ok(FfiTrace_TO::from_value(
-                TraceAdapter { name, inner },
-                TD_Opaque,
-            ))
-        },
-    )
-}
-
-pub(crate) extern "C" fn create_model(
-    name: RStr<'_>,
-    config: RStr<'_>,
-    ctx: &CreateContext<'_>,
-) -> RResult<ModelBox, PluginError> {
-    create(
-        ComponentKind::Model,
-        name,
-        config,
-        ctx,
-        |name, factory, config, ctx| {
-            let Factory::Model(make) = factory else {
-                return Err(wrong_factory());
-            };
-            let inner = make(config, ctx)?;
-            Ok(FfiModel_TO::from_value(
-                ModelAdapter { name, inner },
-                TD_Opaque,
-            ))
-        },
-    )
-}
-
-pub(crate) extern "C" fn create_dataset(
-    name: RStr<'_>,
-    config: RStr<'_>,
-    ctx: &CreateContext<'_>,
-) -> RResult<DatasetBox, PluginError> {
-    create(
-        ComponentKind::Dataset,
-        name,
-        config,
-        ctx,
-        |name, factory, config, ctx| {
-            let Factory::Dataset(make) = factory else {
-                return Err(wrong_factory());
-            };
-            let inner = make(config, ctx)?;
-            Ok(FfiDataset_TO::from_value(
-                DatasetAdapter { name, inner },
-                TD_Opaque,
-            ))
-        },
-    )
-}
+creator!(
+    create_tensor_op,
+    TensorOp,
+    TensorOpBox,
+    FfiTensorOp_TO,
+    TensorOpAdapter
+);
+creator!(
+    create_numpy_op,
+    NumpyOp,
+    NumpyOpBox,
+    FfiNumpyOp_TO,
+    NumpyOpAdapter
+);
+creator!(
+    create_slicer,
+    Slicer,
+    SlicerBox,
+    FfiSlicer_TO,
+    SlicerAdapter
+);
+creator!(create_trace, Trace, TraceBox, FfiTrace_TO, TraceAdapter);
+creator!(create_model, Model, ModelBox, FfiModel_TO, ModelAdapter);
+creator!(
+    create_dataset,
+    Dataset,
+    DatasetBox,
+    FfiDataset_TO,
+    DatasetAdapter
+);
 
 /// Describes every registration linked into this binary.
 pub fn describe_registrations(name: &str, version: &str) -> PluginDescription {

@@ -387,9 +387,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     }
     if let Some(dir) = &smoke_dir {
         estimator.test = false;
-        let outcome = estimator
-            .fit()
-            .and_then(|()| checkpoint::smoke_reload(&mut estimator, dir));
+        let outcome = estimator.fit_then(|estimator| checkpoint::smoke_reload(estimator, dir));
         let _ = std::fs::remove_dir_all(dir);
         return outcome;
     }

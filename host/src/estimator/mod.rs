@@ -10,6 +10,7 @@ pub mod essential;
 pub mod host_traces;
 pub mod io_traces;
 pub mod lr_traces;
+mod metric_state;
 pub mod order;
 mod progress;
 mod report;
@@ -224,13 +225,23 @@ impl Estimator {
     /// Trains for the configured epochs, evaluating after each; then tests if there is test
     /// data. Traces see `on_trial_close` whether the run succeeds or fails.
     pub fn fit(&mut self) -> Result<()> {
-        let outcome = self.fit_inner();
+        self.fit_then(|_| Ok(()))
+    }
+
+    /// [`Estimator::fit`], with `then` run after a successful fit and before the trial closes,
+    /// so that what it does (`--smoke` reloading its checkpoint) still belongs to the trial:
+    /// `on_trial_close` is the last call a trace sees, as in Determined.
+    pub fn fit_then(&mut self, then: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let mut outcome = self.fit_inner();
         // A checkpoint still being written completes before the trial closes, even when the
         // run failed: it was a consistent snapshot, and it is what a resume will continue from.
         let written = self.finish_checkpoint().map(|_| ());
         if let (Err(_), Err(e)) = (&outcome, &written) {
             // The run's own error is the one reported; the failed write must not go unseen.
             eprintln!("warning: the last checkpoint was not written: {e}");
+        }
+        if outcome.is_ok() && written.is_ok() {
+            outcome = then(self);
         }
         let closing = self.close_trial();
         outcome.and(written).and(closing)

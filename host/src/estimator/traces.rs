@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use abi_stable::std_types::RString;
 use fe_plugin_api::ffi::{TraceHook, TrialEvent};
 use fe_plugin_api::{
-    ComponentKind, DeviceSpec, Mode, State, StepContext, TraceContext, Value, ValueRef,
+    ComponentKind, ComponentState, DeviceSpec, Mode, State, StepContext, TraceContext, Value,
+    ValueRef,
 };
 use smallvec::SmallVec;
 
@@ -16,6 +17,7 @@ use crate::manifest::{ComponentSpec, Manifest};
 use crate::network::{step_error, Batch, KeyId, Keys, Network};
 use crate::plugins::create::{creation_error, registered, Creation};
 use crate::plugins::handles::TraceHandle;
+use crate::plugins::registry::Provider;
 use crate::plugins::Registry;
 use crate::schedule::{DsFilter, InForce, ModeFilter, Scheduled};
 use crate::system::System;
@@ -99,7 +101,12 @@ pub trait HostTrace {
 /// A plugin trace with its resolved keys.
 pub struct PluginTrace {
     handle: TraceHandle,
+    /// `plugin::Name`, for errors the host finds in what the plugin returned.
+    who: (String, String),
     metric: bool,
+    /// A metric's partial state restored from a checkpoint taken inside the epoch: reduced
+    /// together with what the metric accumulates after the resume.
+    carried: Vec<State>,
     input_names: Vec<RString>,
     input_ids: Vec<KeyId>,
     outputs: Vec<String>,
@@ -212,6 +219,7 @@ impl TraceSlot {
     /// Its checkpointable state (host traces keep theirs as JSON).
     pub fn state(&self) -> std::result::Result<State, String> {
         match &self.kind {
+            TraceKind::Plugin(trace) if trace.metric => trace.metric_state(),
             TraceKind::Plugin(trace) => trace.handle.state().map_err(|e| e.to_string()),
             TraceKind::Host(trace) => match trace.state() {
                 serde_json::Value::Null => Ok(State::empty()),
@@ -223,6 +231,7 @@ impl TraceSlot {
     /// Restores what [`TraceSlot::state`] returned.
     pub fn load_state(&mut self, state: State) -> std::result::Result<(), String> {
         match &mut self.kind {
+            TraceKind::Plugin(trace) if trace.metric => trace.load_metric_state(state),
             TraceKind::Plugin(trace) => trace.handle.load_state(state).map_err(|e| e.to_string()),
             TraceKind::Host(trace) => {
                 let json = match state.json_text() {
@@ -276,6 +285,10 @@ impl PluginTrace {
                 0
             },
         };
+        if self.metric && hook == TraceHook::EpochBegin {
+            // A new epoch: what a checkpoint carried over belongs to the one before.
+            self.carried.clear();
+        }
         // A metric only needs its inputs after each batch; its epoch hooks carry no data.
         if self.metric
             && hook != TraceHook::BatchEnd
@@ -320,16 +333,32 @@ impl PluginTrace {
         Ok(())
     }
 
-    /// Reduces this worker's partial state (the only worker, for now) into the metric's values.
+    /// Reduces this worker's partial state (the only worker, for now), with any partial state
+    /// a mid-epoch checkpoint carried over, into the metric's values: one per output key.
     fn write_metric(&mut self, cx: &mut Cx<'_>, step: &StepContext<'_>) -> Result<()> {
         let partial = self
             .handle
             .metric_partial()
             .map_err(|error| step_error(error, step))?;
+        let mut partials: Vec<ComponentState> =
+            self.carried.drain(..).map(State::into_ffi).collect();
+        partials.extend(partial);
         let values = self
             .handle
-            .metric_reduce(partial.into_iter().collect())
+            .metric_reduce(partials)
             .map_err(|error| step_error(error, step))?;
+        if values.len() != self.outputs.len() {
+            let (plugin, name) = &self.who;
+            let message = format!(
+                "returned {} value(s) for {} output key(s) ({})",
+                values.len(),
+                self.outputs.len(),
+                self.outputs.join(", ")
+            );
+            let error =
+                fe_plugin_api::Error::msg(message).into_plugin_error(plugin, name, "reduce");
+            return Err(step_error(error, step));
+        }
         for (key, value) in self.outputs.iter().zip(values) {
             let logged = match value {
                 Value::Float(v) => Logged::Scalar(v),
@@ -340,6 +369,29 @@ impl PluginTrace {
             cx.data.write(key, logged, true);
         }
         Ok(())
+    }
+}
+
+impl PluginTrace {
+    /// A metric's checkpoint state: its partial state, after those carried over from the
+    /// checkpoint it was restored from (see [`super::metric_state`]).
+    fn metric_state(&self) -> std::result::Result<State, String> {
+        let live = self.handle.state().map_err(|e| e.to_string())?;
+        if self.carried.is_empty() {
+            return Ok(live);
+        }
+        let mut partials: Vec<State> = self.carried.iter().map(super::metric_state::copy).collect();
+        partials.push(live);
+        super::metric_state::join(partials)
+    }
+
+    /// Keeps the partial states of a checkpoint, to be reduced with what the metric
+    /// accumulates from now on; the metric itself starts from its reset state.
+    fn load_metric_state(&mut self, state: State) -> std::result::Result<(), String> {
+        self.carried = super::metric_state::split(state)?;
+        self.handle
+            .load_state(State::empty())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -376,6 +428,15 @@ fn build_trace(
         &spec.name,
     )?;
     let metric = entry.info.is_metric;
+    let plugin = match entry.provider {
+        Provider::Plugin(index) => registry
+            .plugins
+            .plugins
+            .get(index)
+            .map_or("plugin", |p| p.name())
+            .to_owned(),
+        Provider::Builtin => "fe-host".to_owned(),
+    };
     let default_mode = entry.info.default_mode.to_string();
     let creation = Creation::new(
         &spec.path,
@@ -406,7 +467,9 @@ fn build_trace(
         epochs: InForce::always(),
         kind: TraceKind::Plugin(PluginTrace {
             handle,
+            who: (plugin, spec.name.clone()),
             metric,
+            carried: Vec::new(),
             input_names: spec
                 .inputs
                 .iter()

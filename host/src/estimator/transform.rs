@@ -89,6 +89,7 @@ pub fn run(
     let plan = network
         .plan(request.mode, epoch, &ds_id, &everything)
         .map_err(Error::Run)?;
+    refuse_training(&network, &plan)?;
     let write: Vec<KeyId> = if requested.is_empty() {
         plan.produced.clone()
     } else {
@@ -154,6 +155,26 @@ pub fn run(
         samples: count,
         keys: tensors.iter().map(|(k, t)| (k.clone(), t.size())).collect(),
     })
+}
+
+/// `transform` runs without gradients and keeps no weights: an op that trains (or computes
+/// gradients) in the requested mode would fail deep inside, or change what nobody keeps.
+fn refuse_training(
+    network: &crate::network::Network,
+    plan: &crate::network::plan::StepPlan,
+) -> Result<()> {
+    match plan
+        .ops
+        .iter()
+        .map(|&i| &network.ops[i])
+        .find(|op| op.computes_gradients())
+    {
+        Some(op) => Err(Error::Usage(format!(
+            "transform does not train, but {} computes gradients in {} mode; transform in a mode it does not run in (e.g. --mode eval or --mode infer), or train with `fe-host run`",
+            op.label, plan.mode
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn source_keys(config: &IdxConfig) -> Vec<String> {

@@ -125,12 +125,22 @@ impl Network {
             post_inputs.extend(op.inputs.iter().filter(|k| !post_produced.contains(*k)));
             post_produced.extend(op.outputs.iter().copied());
         }
-        let mut outputs: BTreeSet<KeyId> = produced.intersection(desired).copied().collect();
-        // Post-processing reads these on the CPU even when no trace does.
+        // What comes back, as `_get_ctx_inputs_and_outputs` decides it: with no desired keys,
+        // everything the ops produce; else the desired ones, plus whatever post-processing
+        // reads (it runs on the CPU even when no trace wants the key).
+        let mut outputs: BTreeSet<KeyId> = if desired.is_empty() {
+            produced.clone()
+        } else {
+            produced.intersection(desired).copied().collect()
+        };
         outputs.extend(post_inputs.intersection(&produced));
         if !sliced.is_empty() {
             let touched: BTreeSet<KeyId> = sliced.union(&produced).copied().collect();
-            let missing: Vec<&str> = outputs
+            // Post-processing reads count as wanted, batch keys included: a sliced key it reads
+            // must be unsliced (FastEstimator adds every post-processing input to the outputs).
+            // Its own outputs are made after unslicing, from whole keys, so they need none.
+            let wanted: BTreeSet<KeyId> = outputs.union(&post_inputs).copied().collect();
+            let missing: Vec<&str> = wanted
                 .intersection(&touched)
                 .filter(|k| !unslice.contains(*k))
                 .map(|k| self.keys.name(*k))
@@ -197,14 +207,22 @@ impl Network {
         })
     }
 
-    /// The first op of `plan` whose input neither `available` nor an earlier op provides, as
-    /// `(op label, key)`.
+    /// The first slicer of `plan` that slices a key `available` lacks, else the first op
+    /// whose input neither `available` nor an earlier op provides, as `(label, key)`.
     pub fn first_missing_input(
         &self,
         plan: &StepPlan,
         available: &BTreeSet<KeyId>,
         keys: &Keys,
     ) -> Option<(String, String)> {
+        // Slicers cut the batch before any op runs: what they slice must be in it. A slicer
+        // whose keys are missing cuts nothing, and then no op runs at all.
+        for &i in &plan.slicers {
+            let slicer = &self.slicers[i];
+            if let Some(missing) = slicer.slice.iter().find(|k| !available.contains(k)) {
+                return Some((slicer.label.clone(), keys.name(*missing).to_owned()));
+            }
+        }
         let mut have = available.clone();
         for &i in &plan.ops {
             let op: &OpNode = &self.ops[i];

@@ -71,8 +71,17 @@ pub fn forward(
     for slicer in slicers.iter_mut() {
         let mut count: Option<usize> = None;
         for key in slicer.slice.clone() {
+            // The pre-run key check refuses this; cutting nothing would silently skip every op.
             let Some(value) = batch.get(key) else {
-                continue;
+                return Err(Error::builtin(
+                    &slicer.name,
+                    "slice",
+                    format!(
+                        "the batch has no key `{}` to slice ({})",
+                        keys.name(key),
+                        slicer.label
+                    ),
+                ));
             };
             let pieces = slicer.handle.slice(keys.name(key), value)?;
             match count {

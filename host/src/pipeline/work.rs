@@ -87,6 +87,16 @@ pub enum Finished {
     },
 }
 
+/// The seed of dataset sample `index` in `epoch` of `mode`'s dataset `ds_id`: the same sample
+/// read in another mode, under another ds_id or in another epoch gets other randomness.
+pub fn sample_seed(run_seed: u64, mode: Mode, ds_id: &str, epoch: u32, index: u64) -> u64 {
+    let stream = crate::rng::mix(crate::rng::hash_str(ds_id), mode as u64);
+    crate::rng::mix(
+        crate::rng::mix(run_seed, stream),
+        crate::rng::mix(epoch as u64, index),
+    )
+}
+
 impl EpochWork {
     /// Index of the first deferred op: the trailing run of batchable ops before the `Batch`
     /// op, which runs once per batch; the ones before it run per sample.
@@ -163,7 +173,7 @@ impl EpochWork {
     }
 
     fn sample_seed(&self, index: u64) -> u64 {
-        crate::rng::mix(crate::rng::mix(self.seed, self.epoch as u64), index)
+        sample_seed(self.seed, self.mode, &self.ds_id, self.epoch, index)
     }
 
     /// Runs `ops` (whose first sits at `position` among the epoch's ops) on a sample, or on a
@@ -333,5 +343,30 @@ impl EpochWork {
             super::collate::pin(&mut out, &self.wanted, device)?;
         }
         Ok(Finished::Batch(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_part_of_a_sample_seed_changes_it() {
+        let base = sample_seed(7, Mode::Train, "", 1, 3);
+        assert_eq!(base, sample_seed(7, Mode::Train, "", 1, 3));
+        for other in [
+            sample_seed(8, Mode::Train, "", 1, 3),
+            sample_seed(7, Mode::Eval, "", 1, 3),
+            sample_seed(7, Mode::Train, "a", 1, 3),
+            sample_seed(7, Mode::Train, "", 2, 3),
+            sample_seed(7, Mode::Train, "", 1, 4),
+        ] {
+            assert_ne!(base, other);
+        }
+        // Epoch and index do not trade places.
+        assert_ne!(
+            sample_seed(7, Mode::Train, "", 1, 2),
+            sample_seed(7, Mode::Train, "", 2, 1)
+        );
     }
 }

@@ -21,12 +21,11 @@ impl ModeFilter {
 
     /// Parses FastEstimator's syntax: a list of modes (`["eval", "test"]`) or of negations
     /// (`["!infer"]` = every mode but infer). Mixing the two forms is an error, as is an unknown
-    /// mode or an empty list.
+    /// mode. An empty list is every mode, as in FastEstimator, where an empty mode set puts no
+    /// restriction on the item.
     pub fn parse<S: AsRef<str>>(items: &[S]) -> Result<Self, String> {
         if items.is_empty() {
-            return Err(
-                "an empty mode list would never run; leave `mode` out to run in every mode".into(),
-            );
+            return Ok(Self::ALL);
         }
         let negated = items.iter().filter(|m| m.as_ref().starts_with('!')).count();
         if negated != 0 && negated != items.len() {
@@ -157,7 +156,12 @@ mod tests {
         assert!(ModeFilter::parse(&["training"])
             .unwrap_err()
             .contains("unknown mode"));
-        assert!(ModeFilter::parse::<&str>(&[]).is_err());
+    }
+
+    #[test]
+    fn an_empty_mode_list_means_every_mode_as_in_fastestimator() {
+        // FastEstimator's `get_current_items` runs an item whose mode set is empty in every mode.
+        assert_eq!(ModeFilter::parse::<&str>(&[]).unwrap(), ModeFilter::ALL);
     }
 
     #[test]

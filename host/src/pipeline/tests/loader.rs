@@ -204,6 +204,49 @@ fn augmentation_and_shuffling_depend_on_the_epoch_and_seed() {
 }
 
 #[test]
+fn augmentation_depends_on_the_mode_and_the_ds_id() {
+    // The README's promise: a sample's randomness derives from (seed, mode, ds_id, epoch,
+    // index). The same dataset read in another mode or under another ds_id, in the same order,
+    // must get other noise.
+    use fe_plugin_api::Mode;
+    let mut setup = augmented(0, None, false);
+    setup.pipeline.shuffle = false;
+    let first = &setup.pipeline.datasets[0];
+    let (source, keys) = (first.source.clone(), first.keys.clone());
+    for (mode, ds_id) in [(Mode::Eval, "a"), (Mode::Eval, "b"), (Mode::Test, "a")] {
+        setup.pipeline.datasets.push(super::Dataset {
+            mode,
+            ds_id: ds_id.to_owned(),
+            epochs: crate::schedule::InForce::always(),
+            source: source.clone(),
+            keys: keys.clone(),
+        });
+    }
+    let wanted = setup.wanted();
+    let prints = |mode: Mode, ds_id: &str| {
+        let batches: Vec<Batch> = setup
+            .pipeline
+            .epoch_from(mode, 1, ds_id, &wanted, None, &setup.keys, 0)
+            .unwrap()
+            .collect::<crate::error::Result<_>>()
+            .unwrap();
+        fingerprints(&batches)
+    };
+    let runs = [
+        ("train", prints(Mode::Train, "")),
+        ("eval a", prints(Mode::Eval, "a")),
+        ("eval b", prints(Mode::Eval, "b")),
+        ("test a", prints(Mode::Test, "a")),
+    ];
+    assert!(runs[1].1 == prints(Mode::Eval, "a"), "still deterministic");
+    for (i, (name, a)) in runs.iter().enumerate() {
+        for (other, b) in &runs[i + 1..] {
+            assert!(a != b, "{name} and {other} got the same noise");
+        }
+    }
+}
+
+#[test]
 fn epoch_from_yields_exactly_the_tail_of_the_epoch() {
     for (filter, batch_filter) in [
         (None, false),
