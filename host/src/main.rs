@@ -21,7 +21,13 @@ fn main() -> ExitCode {
             ExitCode::from(error.exit_code() as u8)
         }
         Err(payload) => {
-            let error = fe_host::Error::Internal(fe_plugin_api::panic_message(payload.as_ref()));
+            let message = fe_plugin_api::panic_message(payload.as_ref());
+            let error = match fe_host::cli::stdout_failure(&message) {
+                // `fe-host ... | head`: the reader has all it wanted; that is a normal end.
+                Some(None) => return ExitCode::SUCCESS,
+                Some(Some(error)) => error,
+                None => fe_host::Error::Internal(message),
+            };
             eprintln!("error: {error}");
             ExitCode::from(error.exit_code() as u8)
         }

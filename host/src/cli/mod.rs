@@ -249,6 +249,19 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Checkpoint(command) => checkpoint::run(command),
         Command::Logs(args) => {
             let runs = crate::report::load_runs(&args.paths)?;
+            let logged = |run: &crate::report::RunHistory| {
+                run.history
+                    .values()
+                    .flat_map(|keys| keys.values())
+                    .any(|steps| !steps.is_empty())
+            };
+            if !runs.iter().any(logged) {
+                let names: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+                return Err(Error::Usage(format!(
+                    "nothing to plot: {} logged no values (a run stopped before it logged anything writes an empty log)",
+                    names.join(", ")
+                )));
+            }
             crate::report::write_plot(&runs, &args.out)?;
             let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
             println!(
@@ -264,6 +277,17 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// What a panic of `println!` means: `None` when `panic_message` is not a failed write to
+/// stdout, `Some(None)` when the reader closed the pipe (a normal end: `fe-host ... | head`), and
+/// `Some(Some(error))` for any other write failure (a full disk, say).
+pub fn stdout_failure(panic_message: &str) -> Option<Option<Error>> {
+    let reason = panic_message.strip_prefix("failed printing to stdout: ")?;
+    if reason.starts_with("Broken pipe") {
+        return Some(None);
+    }
+    Some(Some(Error::Run(format!("cannot write to standard output: {reason}"))))
 }
 
 fn load_manifest(path: &std::path::Path, epochs: Option<u32>) -> Result<Manifest> {
@@ -299,12 +323,19 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     let smoke_dir = args
         .smoke
         .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
+    let from_flag = args.log_dir.is_some();
     if let Some(dir) = args.log_dir {
         manifest.run.log_dir = Some(dir);
     }
     if let Some(dir) = &smoke_dir {
         checkpoint::smoke_manifest(&mut manifest, dir);
     }
+    if args.threads == Some(0) {
+        return Err(Error::Usage(
+            "--threads must be at least 1 (leave it out for one thread per core)".into(),
+        ));
+    }
+    check_log_dir(&manifest, from_flag)?;
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
@@ -325,7 +356,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
             allow_changes: args.allow_changes,
             epochs: args.epochs,
         };
-        checkpoint::resume(&mut estimator, &manifest, request, options)?;
+        checkpoint::resume(&mut estimator, &manifest, request, options, args.quiet)?;
     }
     if let Some(dir) = &smoke_dir {
         estimator.test = false;
@@ -347,12 +378,34 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     outcome
 }
 
+/// A `log_dir` that names an existing file is refused before anything is built, naming the
+/// setting it came from.
+fn check_log_dir(manifest: &Manifest, from_flag: bool) -> Result<()> {
+    let Some(dir) = &manifest.run.log_dir else {
+        return Ok(());
+    };
+    if !dir.exists() || dir.is_dir() {
+        return Ok(());
+    }
+    let message = format!(
+        "{} is an existing file, not a directory; name a directory for the run's logs",
+        dir.display()
+    );
+    if from_flag {
+        return Err(Error::Usage(format!("--log-dir: {message}")));
+    }
+    let path = crate::manifest::KeyPath::root("run").key("log_dir");
+    Err(manifest.error_at(&path, message))
+}
+
 fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {
-    let request = requested
-        .or(manifest.run.device.as_deref())
-        .unwrap_or("auto")
-        .parse::<crate::device::Request>()
-        .map_err(Error::Usage)?;
+    let request = match (requested, manifest.run.device.as_deref()) {
+        (Some(flag), _) => flag.parse().map_err(Error::Usage)?,
+        (None, Some(setting)) => setting.parse().map_err(|message: String| {
+            manifest.error_at(&crate::manifest::KeyPath::root("run").key("device"), message)
+        })?,
+        (None, None) => crate::device::Request::Auto,
+    };
     crate::device::resolve(request)
 }
 
@@ -408,8 +461,16 @@ fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
         None => (Vec::new(), Default::default()),
     };
     let search = default_search_path(&paths, &plugins.plugin_dirs);
-    let registry = load_registry(&search, &pins)?;
+    // Every plugin that loads is listed, next to the files that were refused and why; the
+    // refusals still make the exit code say that something is wrong.
+    let set = crate::plugins::load_all_listing(&search, &pins);
+    let refused = set.refused.clone();
+    let registry = crate::plugins::Registry::new(set).map_err(Error::Plugins)?;
     let text = render_list(&registry, &search);
     let _ = std::io::stdout().write_all(text.as_bytes());
-    Ok(())
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Plugins(refused))
+    }
 }
