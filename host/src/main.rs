@@ -10,7 +10,21 @@ fn main() -> ExitCode {
     let cli = match fe_host::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            let _ = error.print();
+            use clap::error::ErrorKind;
+            if matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = error.print();
+            } else {
+                // Errors are one line: clap's first line and its tip, without the usage block.
+                eprintln!(
+                    "{}",
+                    fe_host::cli::one_line_usage_error(&error.render().to_string())
+                );
+            }
             return ExitCode::from(error.exit_code() as u8);
         }
     };

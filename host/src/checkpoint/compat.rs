@@ -117,7 +117,9 @@ fn diff_values(saved: Option<&Value>, current: Option<&Value>, path: &str, out: 
         (Some(a), Some(b)) if a == b => {}
         (Some(Value::Table(a)), Some(Value::Table(b))) => diff_tables(a, b, path, out),
         (Some(Value::Array(a)), Some(Value::Array(b)))
-            if a.iter().chain(b).any(|v| matches!(v, Value::Table(_) | Value::Array(_))) =>
+            if a.iter()
+                .chain(b)
+                .any(|v| matches!(v, Value::Table(_) | Value::Array(_))) =>
         {
             for i in 0..a.len().max(b.len()) {
                 diff_values(a.get(i), b.get(i), &format!("{path}[{i}]"), out);

@@ -248,6 +248,12 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Checkpoint(command) => checkpoint::run(command),
         Command::Logs(args) => {
+            if let Some(missing) = args.paths.iter().find(|p| !p.exists()) {
+                return Err(Error::Usage(format!(
+                    "{}: no such log file or directory",
+                    missing.display()
+                )));
+            }
             let runs = crate::report::load_runs(&args.paths)?;
             let logged = |run: &crate::report::RunHistory| {
                 run.history
@@ -256,7 +262,8 @@ pub fn run(cli: Cli) -> Result<()> {
                     .any(|steps| !steps.is_empty())
             };
             if !runs.iter().any(logged) {
-                let names: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+                let names: Vec<String> =
+                    args.paths.iter().map(|p| p.display().to_string()).collect();
                 return Err(Error::Usage(format!(
                     "nothing to plot: {} logged no values (a run stopped before it logged anything writes an empty log)",
                     names.join(", ")
@@ -279,6 +286,30 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// clap's multi-line usage error as one line: its first line, its tips, and where to read more.
+pub fn one_line_usage_error(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("error: invalid command line");
+    let first = if first.starts_with("error:") {
+        first.to_owned()
+    } else {
+        format!("error: {first}")
+    };
+    let tips: Vec<&str> = lines
+        .clone()
+        .filter_map(|l| l.strip_prefix("tip:").map(str::trim))
+        .collect();
+    let usage = lines.find_map(|l| l.strip_prefix("Usage:").map(str::trim));
+    let mut out = first;
+    for tip in tips {
+        out.push_str(&format!("; {tip}"));
+    }
+    if let Some(usage) = usage {
+        out.push_str(&format!(" (usage: {usage}; see --help)"));
+    }
+    out
+}
+
 /// What a panic of `println!` means: `None` when `panic_message` is not a failed write to
 /// stdout, `Some(None)` when the reader closed the pipe (a normal end: `fe-host ... | head`), and
 /// `Some(Some(error))` for any other write failure (a full disk, say).
@@ -287,7 +318,9 @@ pub fn stdout_failure(panic_message: &str) -> Option<Option<Error>> {
     if reason.starts_with("Broken pipe") {
         return Some(None);
     }
-    Some(Some(Error::Run(format!("cannot write to standard output: {reason}"))))
+    Some(Some(Error::Run(format!(
+        "cannot write to standard output: {reason}"
+    ))))
 }
 
 fn load_manifest(path: &std::path::Path, epochs: Option<u32>) -> Result<Manifest> {
@@ -336,6 +369,12 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         ));
     }
     check_log_dir(&manifest, from_flag)?;
+    if manifest.pipeline.data.is_empty() {
+        return Err(manifest.error_at(
+            &crate::manifest::KeyPath::root("pipeline"),
+            "no dataset to run on: add [pipeline.data.train] (and eval or test) with a `type`",
+        ));
+    }
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
@@ -402,7 +441,10 @@ fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {
     let request = match (requested, manifest.run.device.as_deref()) {
         (Some(flag), _) => flag.parse().map_err(Error::Usage)?,
         (None, Some(setting)) => setting.parse().map_err(|message: String| {
-            manifest.error_at(&crate::manifest::KeyPath::root("run").key("device"), message)
+            manifest.error_at(
+                &crate::manifest::KeyPath::root("run").key("device"),
+                message,
+            )
         })?,
         (None, None) => crate::device::Request::Auto,
     };

@@ -3,8 +3,8 @@
 
 pub mod component;
 pub mod location;
-mod syntax;
 pub mod schema;
+mod syntax;
 mod validate;
 
 use std::collections::BTreeMap;

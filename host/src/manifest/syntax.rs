@@ -11,9 +11,13 @@ pub fn explain(message: &str, source: &str, offset: usize) -> String {
     let rest = source[offset..].lines().next().unwrap_or("");
     let token = value_token(rest);
     const VALUE: &str = "a number, \"text\", true or false, [a, list] or { a = table }";
+    // `name = 'lenet` is an unclosed string; `lr = }` reaches the same message with no quote.
+    let opened_quote = line[..offset - line_start]
+        .split_once('=')
+        .is_some_and(|(_, value)| value.contains('\''));
     if message.starts_with("string values must be quoted")
         || message.starts_with("missing inline table opening")
-        || (message.starts_with("invalid literal string") && !rest.starts_with('\''))
+        || (message.starts_with("invalid literal string") && !opened_quote)
     {
         return if token.is_empty() {
             let found = rest.trim_start().chars().next();
@@ -33,11 +37,14 @@ pub fn explain(message: &str, source: &str, offset: usize) -> String {
     if message.starts_with("invalid basic string") {
         return "this \"string\" is not closed on its line: expected a closing `\"` (only \"\"\"strings\"\"\" may span lines)".to_owned();
     }
-    if message.starts_with("unclosed array") || message.starts_with("missing comma between array elements") {
+    if message.starts_with("unclosed array")
+        || message.starts_with("missing comma between array elements")
+    {
         return "expected `,` between the items of this [array], or `]` to close it".to_owned();
     }
     if message.starts_with("unclosed inline table")
         || message.starts_with("missing comma between key-value pairs")
+        || message.starts_with("missing key for inline table element")
     {
         return "expected `,` between the entries of this { inline table }, or `}` to close it (an inline table stays on one line)".to_owned();
     }
@@ -144,7 +151,8 @@ mod tests {
             "expected a value after `=`, found `}`: write a number, \"text\", true or false, [a, list] or { a = table }"
         );
         let source = "[run]\nlr =\n";
-        assert!(explain("string values must be quoted", source, 10).starts_with("a value is missing after `=`"));
+        assert!(explain("string values must be quoted", source, 10)
+            .starts_with("a value is missing after `=`"));
     }
 
     #[test]
@@ -181,6 +189,9 @@ mod tests {
 
     #[test]
     fn unknown_messages_are_kept() {
-        assert_eq!(explain("extra `=`, expected nothing", "a = = 1", 4), "extra `=`, expected nothing");
+        assert_eq!(
+            explain("extra `=`, expected nothing", "a = = 1", 4),
+            "extra `=`, expected nothing"
+        );
     }
 }

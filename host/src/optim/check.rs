@@ -31,12 +31,17 @@ pub fn unmeant_number(table: &toml::Table, prefix: &str) -> Option<(String, Stri
 
 fn check_value(key: &str, field: &str, value: &Value) -> Option<(String, String)> {
     match value {
-        Value::Float(x) if x.is_nan() => Some((field.to_owned(), "must be a number, not NaN".to_owned())),
-        Value::Float(x) if x.is_infinite() => {
-            Some((field.to_owned(), format!("must be a finite number, not {x}")))
+        Value::Float(x) if x.is_nan() => {
+            Some((field.to_owned(), "must be a number, not NaN".to_owned()))
         }
+        Value::Float(x) if x.is_infinite() => Some((
+            field.to_owned(),
+            format!("must be a finite number, not {x}"),
+        )),
         Value::Float(_) | Value::Integer(_) => {
-            let x = value.as_float().or_else(|| value.as_integer().map(|i| i as f64))?;
+            let x = value
+                .as_float()
+                .or_else(|| value.as_integer().map(|i| i as f64))?;
             if NON_NEGATIVE.contains(&key) && x < 0.0 {
                 return Some((field.to_owned(), format!("must not be negative (got {x})")));
             }
@@ -44,7 +49,11 @@ fn check_value(key: &str, field: &str, value: &Value) -> Option<(String, String)
         }
         Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
             let at = format!("{field}[{i}]");
-            match (key, item.as_float().or_else(|| item.as_integer().map(|i| i as f64))) {
+            match (
+                key,
+                item.as_float()
+                    .or_else(|| item.as_integer().map(|i| i as f64)),
+            ) {
                 ("betas", Some(beta)) if !(0.0..1.0).contains(&beta) => {
                     Some((at, format!("must be in [0, 1) (got {beta})")))
                 }
@@ -72,7 +81,10 @@ mod tests {
 
     #[test]
     fn nan_infinite_and_negative_values_are_named() {
-        assert_eq!(check("lr = nan"), Some(("lr".into(), "must be a number, not NaN".into())));
+        assert_eq!(
+            check("lr = nan"),
+            Some(("lr".into(), "must be a number, not NaN".into()))
+        );
         assert_eq!(
             check("lr = -inf"),
             Some(("lr".into(), "must be a finite number, not -inf".into()))
@@ -83,7 +95,10 @@ mod tests {
         );
         assert_eq!(
             check("weight_decay = -1"),
-            Some(("weight_decay".into(), "must not be negative (got -1)".into()))
+            Some((
+                "weight_decay".into(),
+                "must not be negative (got -1)".into()
+            ))
         );
     }
 
