@@ -7,6 +7,9 @@ use clap::{Args, Parser, Subcommand};
 
 mod checkpoint;
 pub use checkpoint::CheckpointCommand;
+mod checks;
+use checks::check_before_building;
+pub use checks::{one_line_usage_error, stdout_failure};
 mod pipeline;
 pub use pipeline::PipelineArgs;
 
@@ -286,43 +289,6 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// clap's multi-line usage error as one line: its first line, its tips, and where to read more.
-pub fn one_line_usage_error(rendered: &str) -> String {
-    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().unwrap_or("error: invalid command line");
-    let first = if first.starts_with("error:") {
-        first.to_owned()
-    } else {
-        format!("error: {first}")
-    };
-    let tips: Vec<&str> = lines
-        .clone()
-        .filter_map(|l| l.strip_prefix("tip:").map(str::trim))
-        .collect();
-    let usage = lines.find_map(|l| l.strip_prefix("Usage:").map(str::trim));
-    let mut out = first;
-    for tip in tips {
-        out.push_str(&format!("; {tip}"));
-    }
-    if let Some(usage) = usage {
-        out.push_str(&format!(" (usage: {usage}; see --help)"));
-    }
-    out
-}
-
-/// What a panic of `println!` means: `None` when `panic_message` is not a failed write to
-/// stdout, `Some(None)` when the reader closed the pipe (a normal end: `fe-host ... | head`), and
-/// `Some(Some(error))` for any other write failure (a full disk, say).
-pub fn stdout_failure(panic_message: &str) -> Option<Option<Error>> {
-    let reason = panic_message.strip_prefix("failed printing to stdout: ")?;
-    if reason.starts_with("Broken pipe") {
-        return Some(None);
-    }
-    Some(Some(Error::Run(format!(
-        "cannot write to standard output: {reason}"
-    ))))
-}
-
 fn load_manifest(path: &std::path::Path, epochs: Option<u32>) -> Result<Manifest> {
     let mut manifest = Manifest::load(path)?;
     if let Some(epochs) = epochs {
@@ -363,18 +329,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     if let Some(dir) = &smoke_dir {
         checkpoint::smoke_manifest(&mut manifest, dir);
     }
-    if args.threads == Some(0) {
-        return Err(Error::Usage(
-            "--threads must be at least 1 (leave it out for one thread per core)".into(),
-        ));
-    }
-    check_log_dir(&manifest, from_flag)?;
-    if manifest.pipeline.data.is_empty() {
-        return Err(manifest.error_at(
-            &crate::manifest::KeyPath::root("pipeline"),
-            "no dataset to run on: add [pipeline.data.train] (and eval or test) with a `type`",
-        ));
-    }
+    check_before_building(&manifest, args.threads, from_flag)?;
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
@@ -415,26 +370,6 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }
     outcome
-}
-
-/// A `log_dir` that names an existing file is refused before anything is built, naming the
-/// setting it came from.
-fn check_log_dir(manifest: &Manifest, from_flag: bool) -> Result<()> {
-    let Some(dir) = &manifest.run.log_dir else {
-        return Ok(());
-    };
-    if !dir.exists() || dir.is_dir() {
-        return Ok(());
-    }
-    let message = format!(
-        "{} is an existing file, not a directory; name a directory for the run's logs",
-        dir.display()
-    );
-    if from_flag {
-        return Err(Error::Usage(format!("--log-dir: {message}")));
-    }
-    let path = crate::manifest::KeyPath::root("run").key("log_dir");
-    Err(manifest.error_at(&path, message))
 }
 
 fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {
