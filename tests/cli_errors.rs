@@ -181,7 +181,7 @@ fn op_whose_libtorch_call_fails_names_the_libtorch_error() {
     let out = run_failing(&["run", &path], 1);
     assert_text_eq!(
         out.stderr,
-        "error: fe-losses::MeanSquaredError failed in forward (warm-up, train epoch 1): The size of tensor a (10) must match the size of tensor b (32) at non-singleton dimension 1\n"
+        "error: fe-losses::MeanSquaredError failed in forward (warm-up, train epoch 1): The size of tensor a (10) must match the size of tensor b (32) at non-singleton dimension 1 [MeanSquaredError (network.ops[1])]\n"
     );
 }
 
@@ -196,7 +196,7 @@ fn libtorch_exception_inside_a_plugin_is_caught_and_cut_to_one_line() {
     let out = run_failing(&["run", &path], 1);
     assert_text_eq!(
         out.stderr,
-        "error: fe-faulty::BadMatmul panicked in forward (warm-up, train epoch 1): mat1 and mat2 shapes cannot be multiplied (32x10 and 3x3)\n"
+        "error: fe-faulty::BadMatmul panicked in forward (warm-up, train epoch 1): mat1 and mat2 shapes cannot be multiplied (32x10 and 3x3) [BadMatmul (network.ops[1])]\n"
     );
 }
 
@@ -287,5 +287,45 @@ fn filtering_or_batching_in_post_processing_is_refused_at_the_op() {
     assert_contains!(
         out.stderr,
         "network.postprocessing[0].op: post-processing data is already batched"
+    );
+}
+
+#[test]
+fn a_closed_stdout_is_a_normal_end() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // A pipe whose reading end is closed before fe-host starts: every write to stdout fails
+    // with EPIPE, as in `fe-host ... | head` once head has exited.
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    unsafe { libc::close(fds[0]) };
+    let write_end = unsafe { OwnedFd::from_raw_fd(fds[1]) };
+    let dir = TempDir::new("closed-stdout");
+    let out = crate::util::fe_host()
+        .args(["datagen", "digits", "--out"])
+        .arg(dir.path().join("d"))
+        .args(["--train", "4", "--eval", "4", "--test", "0"])
+        .stdout(std::process::Stdio::from(write_end))
+        .output()
+        .expect("run fe-host");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "", "nothing is reported for a closed stdout");
+}
+
+#[test]
+fn quiet_resume_prints_nothing() {
+    let dir = TempDir::new("quiet-resume");
+    let text = lenet_manifest(1, "\n[checkpoint]\ndir = \"ck\"\nevery_epochs = 1\n").replace(
+        "[run]\n",
+        "[run]\ntrain_steps_per_epoch = 2\neval_steps_per_epoch = 1\n",
+    );
+    let path = manifest(&dir, &text);
+    let first = crate::util::run(&["run", &path, "--quiet"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let resumed = crate::util::run(&["run", &path, "--quiet", "--resume", "--epochs", "2"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(
+        resumed.stdout, "",
+        "--quiet prints nothing, the resume line included"
     );
 }

@@ -7,6 +7,7 @@
 #[macro_use]
 mod util;
 
+mod bad_inputs;
 mod checkpoints;
 mod cli_errors;
 mod devices;

@@ -10,7 +10,21 @@ fn main() -> ExitCode {
     let cli = match fe_host::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            let _ = error.print();
+            use clap::error::ErrorKind;
+            if matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = error.print();
+            } else {
+                // Errors are one line: clap's first line and its tip, without the usage block.
+                eprintln!(
+                    "{}",
+                    fe_host::cli::one_line_usage_error(&error.render().to_string())
+                );
+            }
             return ExitCode::from(error.exit_code() as u8);
         }
     };
@@ -21,7 +35,13 @@ fn main() -> ExitCode {
             ExitCode::from(error.exit_code() as u8)
         }
         Err(payload) => {
-            let error = fe_host::Error::Internal(fe_plugin_api::panic_message(payload.as_ref()));
+            let message = fe_plugin_api::panic_message(payload.as_ref());
+            let error = match fe_host::cli::stdout_failure(&message) {
+                // `fe-host ... | head`: the reader has all it wanted; that is a normal end.
+                Some(None) => return ExitCode::SUCCESS,
+                Some(Some(error)) => error,
+                None => fe_host::Error::Internal(message),
+            };
             eprintln!("error: {error}");
             ExitCode::from(error.exit_code() as u8)
         }

@@ -105,24 +105,36 @@ fn diff_tables(saved: &Table, current: &Table, prefix: &str, out: &mut Differenc
         } else {
             format!("{prefix}.{key}")
         };
-        match (saved.get(key), current.get(key)) {
-            (Some(Value::Table(a)), Some(Value::Table(b))) => diff_tables(a, b, &path, out),
-            (Some(a), Some(b)) if a == b => {}
-            (a, b) => {
-                let show = |v: Option<&Value>| v.map_or("(absent)".to_owned(), short);
-                out.push(&path, format!("{path}: {} -> {}", show(a), show(b)));
+        diff_values(saved.get(key), current.get(key), &path, out);
+    }
+}
+
+/// Descends into tables and arrays so that each difference is reported at the deepest key
+/// path where the values part (`models[0].optimizer.lr: 0.001 -> 0.002`), with both values
+/// in full.
+fn diff_values(saved: Option<&Value>, current: Option<&Value>, path: &str, out: &mut Differences) {
+    match (saved, current) {
+        (Some(a), Some(b)) if a == b => {}
+        (Some(Value::Table(a)), Some(Value::Table(b))) => diff_tables(a, b, path, out),
+        (Some(Value::Array(a)), Some(Value::Array(b)))
+            if a.iter()
+                .chain(b)
+                .any(|v| matches!(v, Value::Table(_) | Value::Array(_))) =>
+        {
+            for i in 0..a.len().max(b.len()) {
+                diff_values(a.get(i), b.get(i), &format!("{path}[{i}]"), out);
             }
+        }
+        (a, b) => {
+            let show = |v: Option<&Value>| v.map_or("(absent)".to_owned(), show_value);
+            out.push(path, format!("{path}: {} -> {}", show(a), show(b)));
         }
     }
 }
 
-fn short(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() > 60 {
-        format!("{}...", text.chars().take(57).collect::<String>())
-    } else {
-        text
-    }
+/// A value as TOML would write it inline.
+fn show_value(value: &Value) -> String {
+    value.to_string()
 }
 
 /// Differences between the plugins a checkpoint was written with and the loaded ones. A
@@ -188,6 +200,17 @@ mod tests {
         assert_eq!(d.compatible, ["run.warmup: (absent) -> false"]);
         let err = d.verdict(true).unwrap_err();
         assert!(err.contains("pipeline.batch_size: 32 -> 64"), "{err}");
+    }
+
+    #[test]
+    fn differences_are_named_at_the_deepest_key_with_both_values() {
+        let saved = "[[models]]\nname = \"a\"\noptimizer = { type = \"adam\", lr = 0.001 }\n";
+        let current = saved.replace("lr = 0.001", "lr = 0.002");
+        let d = manifest_differences(saved, &current, None).unwrap();
+        assert_eq!(d.incompatible, ["models[0].optimizer.lr: 0.001 -> 0.002"]);
+        let more = format!("{saved}[[models]]\nname = \"b\"\n");
+        let d = manifest_differences(saved, &more, None).unwrap();
+        assert_eq!(d.incompatible, ["models[1]: (absent) -> { name = \"b\" }"]);
     }
 
     fn plugin(name: &str, version: &str, sha: &str) -> PluginRecord {

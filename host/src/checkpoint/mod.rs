@@ -161,7 +161,18 @@ pub fn resolve(path: &Path) -> Result<std::path::PathBuf> {
             Ok(newest)
         }
         (None, Some(newest)) => Ok(newest),
-        (_, None) => Err(Error::Checkpoint {
+        (Some(dangling), None) => Err(Error::Checkpoint {
+            path: path.to_path_buf(),
+            message: format!(
+                "its `latest` names {}, which is not a complete checkpoint, and no other complete checkpoint is there",
+                dangling.display()
+            ),
+        }),
+        (None, None) if !path.exists() => Err(Error::Checkpoint {
+            path: path.to_path_buf(),
+            message: "does not exist".to_owned(),
+        }),
+        (None, None) => Err(Error::Checkpoint {
             path: path.to_path_buf(),
             message: "holds no complete checkpoint (no MANIFEST.json, and no `latest`)".to_owned(),
         }),

@@ -43,8 +43,23 @@ pub fn run(command: CheckpointCommand) -> Result<()> {
             Ok(())
         }
         CheckpointCommand::List { dir } => {
+            if !dir.is_dir() {
+                let what = if dir.exists() {
+                    "is not a directory"
+                } else {
+                    "does not exist"
+                };
+                return Err(Error::Checkpoint {
+                    path: dir,
+                    message: format!("{what}; `checkpoint list` takes a checkpoint root (the manifest's [checkpoint] dir)"),
+                });
+            }
             let latest = store::latest(&dir)?;
-            for name in store::list(&dir)? {
+            let names = store::list(&dir)?;
+            if names.is_empty() {
+                println!("{}: no complete checkpoints", dir.display());
+            }
+            for name in names {
                 let path = dir.join(&name);
                 let info = read_info(&path)?;
                 let mark = if latest.as_deref() == Some(path.as_path()) {
@@ -96,12 +111,13 @@ pub fn root(manifest: &Manifest) -> PathBuf {
 }
 
 /// Restores `estimator` from `--resume` (`latest` means the manifest's checkpoint root) and
-/// says where it continues.
+/// says where it continues (unless `quiet`).
 pub fn resume(
     estimator: &mut Estimator,
     manifest: &Manifest,
     request: &str,
     options: ResumeOptions,
+    quiet: bool,
 ) -> Result<()> {
     let path = if request == "latest" {
         root(manifest)
@@ -110,7 +126,9 @@ pub fn resume(
     };
     let dir = estimator.resume(&path, options)?;
     let info = read_info(&dir)?;
-    println!("fe-host resume: {}: {};", dir.display(), describe(&info));
+    if !quiet {
+        println!("fe-host resume: {}: {};", dir.display(), describe(&info));
+    }
     Ok(())
 }
 

@@ -7,6 +7,9 @@ use clap::{Args, Parser, Subcommand};
 
 mod checkpoint;
 pub use checkpoint::CheckpointCommand;
+mod checks;
+use checks::check_before_building;
+pub use checks::{one_line_usage_error, stdout_failure};
 mod pipeline;
 pub use pipeline::PipelineArgs;
 mod scaffold;
@@ -292,7 +295,27 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Checkpoint(command) => checkpoint::run(command),
         Command::Logs(args) => {
+            if let Some(missing) = args.paths.iter().find(|p| !p.exists()) {
+                return Err(Error::Usage(format!(
+                    "{}: no such log file or directory",
+                    missing.display()
+                )));
+            }
             let runs = crate::report::load_runs(&args.paths)?;
+            let logged = |run: &crate::report::RunHistory| {
+                run.history
+                    .values()
+                    .flat_map(|keys| keys.values())
+                    .any(|steps| !steps.is_empty())
+            };
+            if !runs.iter().any(logged) {
+                let names: Vec<String> =
+                    args.paths.iter().map(|p| p.display().to_string()).collect();
+                return Err(Error::Usage(format!(
+                    "nothing to plot: {} logged no values (a run stopped before it logged anything writes an empty log)",
+                    names.join(", ")
+                )));
+            }
             crate::report::write_plot(&runs, &args.out)?;
             let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
             println!(
@@ -357,12 +380,14 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     let smoke_dir = args
         .smoke
         .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
+    let from_flag = args.log_dir.is_some();
     if let Some(dir) = args.log_dir {
         manifest.run.log_dir = Some(dir);
     }
     if let Some(dir) = &smoke_dir {
         checkpoint::smoke_manifest(&mut manifest, dir);
     }
+    check_before_building(&manifest, args.threads, from_flag)?;
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
@@ -383,7 +408,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
             allow_changes: args.allow_changes,
             epochs: args.epochs,
         };
-        checkpoint::resume(&mut estimator, &manifest, request, options)?;
+        checkpoint::resume(&mut estimator, &manifest, request, options, args.quiet)?;
     }
     if let Some(dir) = &smoke_dir {
         estimator.test = false;
@@ -404,11 +429,16 @@ fn run_manifest(args: RunArgs) -> Result<()> {
 }
 
 fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {
-    let request = requested
-        .or(manifest.run.device.as_deref())
-        .unwrap_or("auto")
-        .parse::<crate::device::Request>()
-        .map_err(Error::Usage)?;
+    let request = match (requested, manifest.run.device.as_deref()) {
+        (Some(flag), _) => flag.parse().map_err(Error::Usage)?,
+        (None, Some(setting)) => setting.parse().map_err(|message: String| {
+            manifest.error_at(
+                &crate::manifest::KeyPath::root("run").key("device"),
+                message,
+            )
+        })?,
+        (None, None) => crate::device::Request::Auto,
+    };
     crate::device::resolve(request)
 }
 
@@ -464,8 +494,16 @@ fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
         None => (Vec::new(), Default::default()),
     };
     let search = default_search_path(&paths, &plugins.plugin_dirs);
-    let registry = load_registry(&search, &pins)?;
+    // Every plugin that loads is listed, next to the files that were refused and why; the
+    // refusals still make the exit code say that something is wrong.
+    let set = crate::plugins::load_all_listing(&search, &pins);
+    let refused = set.refused.clone();
+    let registry = crate::plugins::Registry::new(set).map_err(Error::Plugins)?;
     let text = render_list(&registry, &search);
     let _ = std::io::stdout().write_all(text.as_bytes());
-    Ok(())
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Plugins(refused))
+    }
 }

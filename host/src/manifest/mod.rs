@@ -5,6 +5,7 @@ pub mod component;
 pub mod location;
 pub mod overrides;
 pub mod schema;
+mod syntax;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -361,6 +362,10 @@ fn toml_error(file: &Path, source: &str, error: &toml::de::Error, path: &str) ->
         format!("{path}: ")
     };
     let message = error.message().trim_end().replace('\n', "; ");
+    let message = match (path.is_empty() || path == ".", error.span()) {
+        (true, Some(span)) => syntax::explain(&message, source, span.start),
+        _ => syntax::explain_schema(&message),
+    };
     Error::Manifest(format!("{}{position}: {key}{message}", file.display()))
 }
 

@@ -63,7 +63,7 @@ fn unknown_key_names_key_line_and_column() {
 fn wrong_type_names_the_key() {
     let msg = message(&format!("[run]\nepochs = \"two\"\n{MINIMAL}"));
     assert!(
-        msg.starts_with("m.toml:2:10: run.epochs: invalid type"),
+        msg.starts_with("m.toml:2:10: run.epochs: must be a whole number, not string \"two\""),
         "{msg}"
     );
 }

@@ -75,7 +75,7 @@ pub fn run_node(
                 }
             }
         }
-        call(&mut node.kind, &inputs, env, flags)?
+        call(&mut node.kind, &inputs, env, flags).map_err(|error| at_node(error, node, env))?
     };
     if outputs.len() != node.outputs.len() {
         return Err(Error::builtin(
@@ -93,6 +93,23 @@ pub fn run_node(
         work[key.0 as usize] = Some(tensor);
     }
     Ok(())
+}
+
+/// Names the manifest entry a failure came from: the op's key, and for `ModelOp` the model
+/// it ran (the failing component is then the architecture, which alone says neither).
+fn at_node(mut error: PluginError, node: &OpNode, env: &StepEnv<'_, '_>) -> PluginError {
+    let place = match &node.kind {
+        OpKind::Model(op) => match env.models.get(op.model) {
+            Some(model) => format!(
+                "model `{}` (models[{}]) run by {}",
+                model.name, op.model, node.label
+            ),
+            None => node.label.clone(),
+        },
+        _ => node.label.clone(),
+    };
+    error.message = format!("{} [{place}]", error.message).into();
+    error
 }
 
 fn run_meta(

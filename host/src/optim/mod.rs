@@ -5,6 +5,7 @@
 //! Each follows PyTorch's update rule for the single-tensor (non-foreach) path.
 
 mod adam;
+mod check;
 mod rmsprop;
 mod sgd;
 
@@ -58,6 +59,9 @@ pub struct Configured {
 /// Builds an optimizer from its manifest table (`type` plus hyper-parameters; `lr` a number
 /// or a schedule table).
 pub fn build(table: &toml::Table) -> Result<Configured, fe_plugin_api::Error> {
+    if let Some((field, message)) = check::unmeant_number(table, "") {
+        return Err(fe_plugin_api::Error::config(field, message));
+    }
     let mut table = table.clone();
     let lr_schedule = match table.get("lr") {
         Some(toml::Value::Table(lr)) => {

@@ -3,6 +3,7 @@
 use abi_stable::std_types::{RSlice, RStr, RString};
 use fe_plugin_api::{ComponentKind, CreateContext, DeviceSpec, ErrorKind, PluginError};
 
+use super::load::PluginSet;
 use super::registry::{Entry, Registry};
 use crate::error::Error;
 use crate::manifest::{KeyPath, Manifest};
@@ -109,5 +110,34 @@ pub fn unknown_component(
             }
         }
     };
-    manifest.error_at(path, format!("unknown {kind} `{name}`{hint}"))
+    let notes = plugin_notes(&registry.plugins);
+    manifest.error_at(path, format!("unknown {kind} `{name}`{hint}{notes}"))
+}
+
+/// What may explain a component nothing provides: plugin files that were found but could not
+/// be loaded, or, when no plugin loaded at all, where fe-host looked.
+fn plugin_notes(plugins: &PluginSet) -> String {
+    let mut notes = String::new();
+    for (path, reason) in &plugins.skipped {
+        notes.push_str(&format!(
+            "; note: {} could not be loaded: {reason}",
+            path.display()
+        ));
+    }
+    if plugins.plugins.is_empty() {
+        let searched: Vec<String> = plugins
+            .searched
+            .iter()
+            .map(|entry| format!("{} ({})", entry.path.display(), entry.origin))
+            .collect();
+        if searched.is_empty() {
+            notes.push_str("; note: no plugin search path was given");
+        } else {
+            notes.push_str(&format!(
+                "; note: no plugins were found in {}",
+                searched.join(", ")
+            ));
+        }
+    }
+    notes
 }

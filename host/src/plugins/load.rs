@@ -47,6 +47,10 @@ pub struct PluginSet {
     pub skipped: Vec<(PathBuf, String)>,
     /// Files hidden by an earlier file of the same name.
     pub shadowed: Vec<PathBuf>,
+    /// Where plugins were looked for, for messages about a component nothing provides.
+    pub searched: Vec<SearchEntry>,
+    /// Problems that refused a plugin, kept only by [`load_all_listing`] (`plugins list`).
+    pub refused: Vec<String>,
 }
 
 /// The build info fe-host itself was compiled with; plugins must match it.
@@ -59,9 +63,21 @@ pub fn load_all(
     entries: &[SearchEntry],
     pins: &BTreeMap<String, String>,
 ) -> Result<PluginSet, Vec<String>> {
+    let set = load_all_listing(entries, pins);
+    if set.refused.is_empty() {
+        Ok(set)
+    } else {
+        Err(set.refused)
+    }
+}
+
+/// Loads every plugin that passes its checks and keeps the problems of the others in
+/// [`PluginSet::refused`]: what `plugins list` shows, good plugins and bad files together.
+pub fn load_all_listing(entries: &[SearchEntry], pins: &BTreeMap<String, String>) -> PluginSet {
     let (found, mut problems, shadowed) = candidates(entries);
     let mut set = PluginSet {
         shadowed,
+        searched: entries.to_vec(),
         ..PluginSet::default()
     };
     let host = host_build_info();
@@ -77,11 +93,8 @@ pub fn load_all(
             }
         }
     }
-    if problems.is_empty() {
-        Ok(set)
-    } else {
-        Err(problems)
-    }
+    set.refused = problems;
+    set
 }
 
 enum Skip {
@@ -157,10 +170,14 @@ fn describe_library_error(error: &LibraryError) -> String {
         } => format!(
             "its root module is fe-plugin-api {actual_version}, fe-host expects {expected_version}; rebuild the plugin"
         ),
-        LibraryError::AbiInstability(_) => {
-            "ABI layout mismatch: the plugin's types differ from this fe-host's fe-plugin-api although the \
-             versions match (a modified fe-plugin-api?); rebuild it against the released crate"
-                .to_owned()
+        LibraryError::AbiInstability(errors) => {
+            let at = abi_mismatch_place(&errors.to_string())
+                .map(|place| format!(" at {place}"))
+                .unwrap_or_default();
+            format!(
+                "ABI layout mismatch{at}: the plugin's types differ from this fe-host's fe-plugin-api although the \
+                 versions match (a modified fe-plugin-api?); rebuild it against the released crate"
+            )
         }
         other => {
             let text = other.to_string();
@@ -168,6 +185,58 @@ fn describe_library_error(error: &LibraryError) -> String {
             format!("cannot be loaded: {first}")
         }
     }
+}
+
+/// Where abi_stable's layout report says the types part: the field path (`field_name:` lines of
+/// its stack trace), the type there, and the first error with what was expected and found.
+fn abi_mismatch_place(report: &str) -> Option<String> {
+    let mut fields = Vec::new();
+    let mut ty = None;
+    let mut lines = report.lines().map(str::trim);
+    let mut error = None;
+    // Only the stack trace names the path; the layouts printed after it list every field.
+    let mut in_trace = true;
+    while let Some(line) = lines.next() {
+        if line.starts_with("Layout of expected type") {
+            in_trace = false;
+        } else if let (true, Some(name)) = (in_trace, line.strip_prefix("field_name:")) {
+            fields.push(name.to_owned());
+        } else if let (true, Some(t)) = (in_trace, line.strip_prefix("type:")) {
+            ty = Some(t.to_owned());
+        } else if let Some(what) = line.strip_prefix("Error:") {
+            let mut expected_found = Vec::new();
+            for label in ["Expected:", "Found:"] {
+                let value = lines
+                    .by_ref()
+                    .skip_while(|l| *l != label)
+                    .nth(1)
+                    .unwrap_or("")
+                    .to_owned();
+                expected_found.push(value);
+            }
+            error = Some(format!(
+                "{} (expected {}, found {})",
+                what.trim(),
+                expected_found[0],
+                expected_found[1]
+            ));
+            break;
+        }
+    }
+    if fields.is_empty() && error.is_none() {
+        return None;
+    }
+    let mut place = String::new();
+    if !fields.is_empty() {
+        place.push_str(&format!("field `{}`", fields.join(".")));
+    }
+    if let Some(ty) = ty {
+        place.push_str(&format!(" of type `{ty}`"));
+    }
+    if let Some(error) = error {
+        place.push_str(&format!(": {error}"));
+    }
+    Some(place.trim().to_owned())
 }
 
 /// Lowercase hex sha256 of a file's contents.
@@ -187,4 +256,20 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::abi_mismatch_place;
+
+    #[test]
+    fn abi_report_names_the_field_type_and_difference() {
+        // The shape of abi_stable 0.11's AbiInstabilityError text.
+        let report = "Compared <this>:\n    PluginMod\nTo <other>:\n    PluginMod\n\n1 error(s)inside:\n    <other>\n\n    field_name:create_model\n    type:extern fn()\n    size:8 align:8\n\n    field_name:config\n    type:RStr<'a>\n    size:16 align:8\n\nLayout of expected type:\n    ...\n\nError:incompatible type size\nExpected:\n    16\nFound:\n    24\n";
+        assert_eq!(
+            abi_mismatch_place(report).as_deref(),
+            Some("field `create_model.config` of type `RStr<'a>`: incompatible type size (expected 16, found 24)")
+        );
+        assert_eq!(abi_mismatch_place("something else"), None);
+    }
 }

@@ -13,7 +13,7 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 pub use discover::{search_path, Origin, SearchEntry};
-pub use load::{host_build_info, sha256_file, LoadedPlugin, PluginSet};
+pub use load::{host_build_info, load_all_listing, sha256_file, LoadedPlugin, PluginSet};
 pub use registry::{Entry, Provider, Registry};
 
 use crate::error::{Error, Result};
@@ -79,15 +79,19 @@ pub fn render_list(registry: &Registry, search: &[SearchEntry]) -> String {
     section(&mut out, "built in", Provider::Builtin);
     for (index, plugin) in registry.plugins.plugins.iter().enumerate() {
         let title = format!(
-            "{} {}  {}",
+            "{} {}  {}  (built against fe-plugin-api {})",
             plugin.name(),
             plugin.version(),
-            plugin.path.display()
+            plugin.path.display(),
+            plugin.info.plugin_api_version.as_str(),
         );
         section(&mut out, &title, Provider::Plugin(index));
     }
     for (path, reason) in &registry.plugins.skipped {
         let _ = writeln!(out, "\nskipped {}: {reason}", path.display());
+    }
+    for problem in &registry.plugins.refused {
+        let _ = writeln!(out, "\nrefused {problem}");
     }
     for path in &registry.plugins.shadowed {
         let _ = writeln!(
