@@ -20,3 +20,4 @@ mod scheduling;
 mod slicing;
 mod traces;
 mod training;
+mod zoo;
