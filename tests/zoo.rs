@@ -161,6 +161,22 @@ fn compare_with_pytorch(case: &Case, weights: &Path, outputs: &Path) {
 
 const CIFAR_SMALL: (usize, usize) = (1024, 256);
 
+/// The ResNet examples (width 16, batch 64, 2 epochs) made to learn more from fewer samples:
+/// smaller batches, more epochs, a higher learning rate.
+const RESNET_EDITS: &[(&str, &str)] = &[
+    ("batch_size = 64", "batch_size = 32"),
+    ("epochs = 2", "epochs = 4"),
+    ("lr = 0.001", "lr = 0.003"),
+];
+
+/// [`RESNET_EDITS`] at width 8.
+const RESNET_EDITS_W8: &[(&str, &str)] = &[
+    ("batch_size = 64", "batch_size = 32"),
+    ("epochs = 2", "epochs = 4"),
+    ("lr = 0.001", "lr = 0.003"),
+    ("width = 16", "width = 8"),
+];
+
 #[test]
 fn resnet9_learns_and_matches_pytorch() {
     learns_and_matches_pytorch(&Case {
@@ -182,7 +198,7 @@ fn resnet18_learns_and_matches_torchvision_layout() {
         example: "resnet18",
         data: "cifar",
         samples: CIFAR_SMALL,
-        edits: &[("width = 16", "width = 8")],
+        edits: RESNET_EDITS_W8,
         model: "resnet18",
         architecture: "ResNet18",
         reference_config: r#"{"classes": 10, "width": 8}"#,
@@ -197,12 +213,12 @@ fn resnet34_learns_and_matches_torchvision_layout() {
         example: "resnet34",
         data: "cifar",
         samples: CIFAR_SMALL,
-        edits: &[("width = 16", "width = 8")],
+        edits: RESNET_EDITS_W8,
         model: "resnet34",
         architecture: "ResNet34",
         reference_config: r#"{"classes": 10, "width": 8}"#,
         keys: ("x", "y_pred"),
-        metric: ("accuracy", 0.2),
+        metric: ("accuracy", 0.25),
     });
 }
 
@@ -212,10 +228,10 @@ fn resnet50_learns_and_matches_torchvision_layout() {
         example: "resnet50",
         data: "cifar",
         samples: CIFAR_SMALL,
-        edits: &[("width = 16", "width = 8")],
+        edits: RESNET_EDITS,
         model: "resnet50",
         architecture: "ResNet50",
-        reference_config: r#"{"classes": 10, "width": 8}"#,
+        reference_config: r#"{"classes": 10, "width": 16}"#,
         keys: ("x", "y_pred"),
         metric: ("accuracy", 0.2),
     });
@@ -227,12 +243,17 @@ fn wideresnet_learns_and_matches_pytorch() {
         example: "wideresnet",
         data: "cifar",
         samples: CIFAR_SMALL,
-        edits: &[("widen_factor = 2", "widen_factor = 1")],
+        edits: &[
+            ("widen_factor = 2", "widen_factor = 1"),
+            ("batch_size = 64", "batch_size = 32"),
+            ("epochs = 2", "epochs = 4"),
+            ("lr = 0.002", "lr = 0.003"),
+        ],
         model: "wrn",
         architecture: "WideResNet",
         reference_config: r#"{"depth": 16, "widen_factor": 1, "classes": 10}"#,
         keys: ("x", "y_pred"),
-        metric: ("accuracy", 0.25),
+        metric: ("accuracy", 0.3),
     });
 }
 
@@ -242,10 +263,10 @@ fn unet_learns_and_matches_pytorch() {
         example: "unet",
         data: "masks",
         samples: (512, 128),
-        edits: &[("width = 8", "width = 4")],
+        edits: &[("epochs = 2", "epochs = 5")],
         model: "unet",
         architecture: "UNet",
-        reference_config: r#"{"input_shape": [3, 32, 32], "output_channel": 1, "width": 4}"#,
+        reference_config: r#"{"input_shape": [3, 32, 32], "output_channel": 1, "width": 8}"#,
         keys: ("image", "mask_pred"),
         metric: ("dice", 0.5),
     });
@@ -279,4 +300,43 @@ fn lstm_learns_and_matches_pytorch() {
         keys: ("x", "y_pred"),
         metric: ("accuracy", 0.5),
     });
+}
+
+#[test]
+fn datagen_kinds_are_deterministic_and_refuse_impossible_shapes() {
+    let dir = TempDir::new("zoo-datagen");
+    for kind in ["cifar", "masks", "tokens"] {
+        for copy in ["a", "b"] {
+            let out: Run = fe_host()
+                .current_dir(dir.path())
+                .args(["datagen", kind, "--out", &format!("{copy}/{kind}")])
+                .args(["--train", "40", "--eval", "8", "--test", "8"])
+                .output()
+                .unwrap()
+                .into();
+            assert_eq!(out.code, 0, "{}", out.stderr);
+        }
+        let files: Vec<_> = std::fs::read_dir(dir.path().join("a").join(kind))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            files.len(),
+            7,
+            "{kind}: two arrays per split and MANIFEST: {files:?}"
+        );
+        for file in files {
+            let a = std::fs::read(dir.path().join("a").join(kind).join(&file)).unwrap();
+            let b = std::fs::read(dir.path().join("b").join(kind).join(&file)).unwrap();
+            assert!(
+                a == b,
+                "{kind}/{file:?} differs between two runs with one seed"
+            );
+        }
+    }
+    let out = crate::util::run_failing(
+        &["datagen", "tokens", "--out", "unused", "--vocab", "12"],
+        2,
+    );
+    assert_contains!(out.stderr, "--vocab must lie in 21..=256");
 }
