@@ -26,3 +26,4 @@ mod slicing;
 mod traces;
 mod training;
 mod updates;
+mod zoo;

@@ -259,6 +259,67 @@ pub enum DatagenCommand {
         #[arg(long, default_value_t = 2026)]
         seed: u64,
     },
+    /// CIFAR-shaped images (IDX, uint8 [N, 32, 32, 3]) with ten learnable classes: five
+    /// shapes in two palettes over noisy backgrounds.
+    Cifar(GeneratedSplits),
+    /// Images (uint8 [N, 32, 32, 3]) with segmentation masks (uint8 [N, 1, 32, 32], 0 or 1).
+    Masks(GeneratedSplits),
+    /// Token sequences (uint8 [N, length]) whose label is planted in them as class tokens.
+    Tokens {
+        /// Output directory, sizes and seed.
+        #[command(flatten)]
+        splits: GeneratedSplits,
+        /// Tokens per sequence.
+        #[arg(long, default_value_t = 32)]
+        length: usize,
+        /// Distinct token ids (at most 256).
+        #[arg(long, default_value_t = 64)]
+        vocab: usize,
+        /// Classes.
+        #[arg(long, default_value_t = 4)]
+        classes: usize,
+    },
+}
+
+/// Where a generated dataset goes, its split sizes and seed.
+#[derive(Args, Debug)]
+pub struct GeneratedSplits {
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Training samples.
+    #[arg(long, default_value_t = 5_000)]
+    pub train: usize,
+    /// Evaluation samples.
+    #[arg(long, default_value_t = 1_000)]
+    pub eval: usize,
+    /// Test samples.
+    #[arg(long, default_value_t = 1_000)]
+    pub test: usize,
+    /// Seed.
+    #[arg(long, default_value_t = 2026)]
+    pub seed: u64,
+}
+
+impl GeneratedSplits {
+    fn spec(&self) -> crate::datagen::digits::Spec {
+        crate::datagen::digits::Spec {
+            train: self.train,
+            eval: self.eval,
+            test: self.test,
+            seed: self.seed,
+        }
+    }
+
+    fn report(&self, what: &str) {
+        println!(
+            "wrote {} train, {} eval and {} test {what} to {}",
+            self.train,
+            self.eval,
+            self.test,
+            self.out.display()
+        );
+    }
 }
 
 /// Runs a parsed command line.
@@ -291,6 +352,31 @@ pub fn run(cli: Cli) -> Result<()> {
                 "wrote {train} train, {eval} eval and {test} test digits to {}",
                 out.display()
             );
+            Ok(())
+        }
+        Command::Datagen(DatagenCommand::Cifar(splits)) => {
+            crate::datagen::cifar::write(&splits.out, splits.spec())?;
+            splits.report("CIFAR-shaped images");
+            Ok(())
+        }
+        Command::Datagen(DatagenCommand::Masks(splits)) => {
+            crate::datagen::masks::write(&splits.out, splits.spec())?;
+            splits.report("images with masks");
+            Ok(())
+        }
+        Command::Datagen(DatagenCommand::Tokens {
+            splits,
+            length,
+            vocab,
+            classes,
+        }) => {
+            let shape = crate::datagen::tokens::Shape {
+                length,
+                vocab,
+                classes,
+            };
+            crate::datagen::tokens::write(&splits.out, splits.spec(), shape)?;
+            splits.report("token sequences");
             Ok(())
         }
         Command::Checkpoint(command) => checkpoint::run(command),

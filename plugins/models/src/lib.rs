@@ -1,15 +1,32 @@
-//! Model architectures for fe-host: FastEstimator's `LeNet` and a configurable `MLP`.
+//! Model architectures for fe-host: FastEstimator's `LeNet` and a configurable `MLP`, and the
+//! zoo (ResNet9, ResNet-18/34/50, WideResNet, UNet, Transformer and LSTM classifiers) whose
+//! variables are named as their PyTorch references' `state_dict`.
 
 use fe_plugin_api::tch::{nn, nn::Module, Tensor};
 use fe_plugin_api::{
     inventory, var_store_variables, CreateContext, Error, FromConfig, Model, Registration, Result,
 };
 
+mod layers;
 mod lenet;
+mod lstm;
 mod mlp;
+mod resnet;
+mod resnet9;
+mod transformer;
+mod unet;
+mod wideresnet;
+mod zoo;
 
 pub use lenet::{LeNet, LeNetConfig};
+pub use lstm::{LstmClassifier, LstmConfig};
 pub use mlp::{Mlp, MlpConfig};
+pub use resnet::{Depth, ResNetConfig};
+pub use resnet9::{ResNet9, ResNet9Config};
+pub use transformer::{Transformer, TransformerConfig};
+pub use unet::{UNet, UNetConfig};
+pub use wideresnet::{WideResNet, WideResNetConfig};
+pub use zoo::{ResNet18, ResNet34, ResNet50};
 
 inventory::submit! {
     Registration::model::<LeNet>(

@@ -1,0 +1,232 @@
+//! A small Transformer encoder classifier for token sequences, built from PyTorch's
+//! `nn.TransformerEncoderLayer` (post-norm, ReLU, `batch_first=True`) so its variables carry
+//! PyTorch's names:
+//!
+//! ```python
+//! class TransformerClassifier(nn.Module):
+//!     def __init__(self, vocab, classes, d_model, heads, layers, ff, max_len, dropout):
+//!         super().__init__()
+//!         self.embedding = nn.Embedding(vocab, d_model)
+//!         self.position = nn.Embedding(max_len, d_model)
+//!         layer = nn.TransformerEncoderLayer(d_model, heads, ff, dropout, batch_first=True)
+//!         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+//!         self.fc = nn.Linear(d_model, classes)
+//!
+//!     def forward(self, tokens):
+//!         positions = torch.arange(tokens.shape[1], device=tokens.device)
+//!         x = self.embedding(tokens.long()) + self.position(positions)
+//!         return self.fc(self.encoder(x).mean(1))
+//! ```
+
+use fe_plugin_api::tch::nn::{self, Init};
+use fe_plugin_api::tch::{Kind, Tensor};
+use fe_plugin_api::{Error, Result};
+use serde::Deserialize;
+
+use crate::layers::{Embedding, LayerNorm, Linear};
+
+/// The Transformer classifier's configuration.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields, default)]
+pub struct TransformerConfig {
+    /// Number of distinct token ids (ids lie in `0..vocab`).
+    pub vocab: i64,
+    /// Number of outputs (logits).
+    pub classes: i64,
+    /// Width of the embeddings and of every layer.
+    pub d_model: i64,
+    /// Attention heads; must divide `d_model`.
+    pub heads: i64,
+    /// Encoder layers.
+    pub layers: i64,
+    /// Width of each layer's feed-forward block.
+    pub ff: i64,
+    /// Longest sequence (learned position embeddings).
+    pub max_len: i64,
+    /// Dropout in training (attention weights, after attention, in and after the feed-forward).
+    pub dropout: f64,
+}
+
+impl Default for TransformerConfig {
+    fn default() -> Self {
+        Self {
+            vocab: 64,
+            classes: 4,
+            d_model: 64,
+            heads: 4,
+            layers: 2,
+            ff: 128,
+            max_len: 64,
+            dropout: 0.1,
+        }
+    }
+}
+
+/// `nn.MultiheadAttention`: `in_proj_weight`, `in_proj_bias`, `out_proj.{weight,bias}`.
+struct SelfAttention {
+    in_proj_weight: Tensor,
+    in_proj_bias: Tensor,
+    out_proj: Linear,
+    heads: i64,
+}
+
+impl SelfAttention {
+    fn new(path: nn::Path<'_>, d_model: i64, heads: i64) -> Self {
+        // PyTorch: xavier_uniform_ in-projection, zero biases.
+        let bound = (6.0 / (d_model + 3 * d_model) as f64).sqrt();
+        let in_proj_weight = path.var(
+            "in_proj_weight",
+            &[3 * d_model, d_model],
+            Init::Uniform {
+                lo: -bound,
+                up: bound,
+            },
+        );
+        let in_proj_bias = path.var("in_proj_bias", &[3 * d_model], Init::Const(0.0));
+        let out_proj = Linear::zero_bias(&path / "out_proj", d_model, d_model);
+        Self {
+            in_proj_weight,
+            in_proj_bias,
+            out_proj,
+            heads,
+        }
+    }
+
+    fn forward(&self, x: &Tensor, dropout: f64) -> Result<Tensor> {
+        let size = x.size();
+        let (batch, length, width) = (size[0], size[1], size[2]);
+        let head_width = width / self.heads;
+        let qkv = x.f_linear(&self.in_proj_weight, Some(&self.in_proj_bias))?;
+        let split = |t: &Tensor| -> Result<Tensor> {
+            Ok(t.f_reshape([batch, length, self.heads, head_width])?
+                .f_transpose(1, 2)?)
+        };
+        let parts = qkv.f_chunk(3, -1)?;
+        let (q, k, v) = (split(&parts[0])?, split(&parts[1])?, split(&parts[2])?);
+        let attended = Tensor::f_scaled_dot_product_attention::<Tensor>(
+            &q, &k, &v, None, dropout, false, None, false,
+        )?;
+        let merged = attended
+            .f_transpose(1, 2)?
+            .f_reshape([batch, length, width])?;
+        self.out_proj.forward(&merged)
+    }
+}
+
+/// `nn.TransformerEncoderLayer` (post-norm, ReLU).
+struct EncoderLayer {
+    self_attn: SelfAttention,
+    linear1: Linear,
+    linear2: Linear,
+    norm1: LayerNorm,
+    norm2: LayerNorm,
+}
+
+impl EncoderLayer {
+    fn new(path: nn::Path<'_>, config: &TransformerConfig) -> Self {
+        let d = config.d_model;
+        Self {
+            self_attn: SelfAttention::new(&path / "self_attn", d, config.heads),
+            linear1: Linear::new(&path / "linear1", d, config.ff),
+            linear2: Linear::new(&path / "linear2", config.ff, d),
+            norm1: LayerNorm::new(&path / "norm1", d),
+            norm2: LayerNorm::new(&path / "norm2", d),
+        }
+    }
+
+    fn forward(&self, x: &Tensor, dropout: f64, train: bool) -> Result<Tensor> {
+        let attention_dropout = if train { dropout } else { 0.0 };
+        let attended = self
+            .self_attn
+            .forward(x, attention_dropout)?
+            .f_dropout(dropout, train)?;
+        let x = self.norm1.forward(&x.f_add(&attended)?)?;
+        let hidden = self
+            .linear1
+            .forward(&x)?
+            .f_relu()?
+            .f_dropout(dropout, train)?;
+        let fed = self.linear2.forward(&hidden)?.f_dropout(dropout, train)?;
+        self.norm2.forward(&x.f_add(&fed)?)
+    }
+}
+
+/// Token embeddings + learned positions → encoder layers → mean over positions → linear.
+pub struct Transformer {
+    pub(crate) vs: nn::VarStore,
+    embedding: Embedding,
+    position: Embedding,
+    layers: Vec<EncoderLayer>,
+    fc: Linear,
+    max_len: i64,
+    dropout: f64,
+}
+
+impl Transformer {
+    pub(crate) fn new(vs: nn::VarStore, config: TransformerConfig) -> Result<Self> {
+        for (field, value) in [
+            ("vocab", config.vocab),
+            ("classes", config.classes),
+            ("d_model", config.d_model),
+            ("heads", config.heads),
+            ("layers", config.layers),
+            ("ff", config.ff),
+            ("max_len", config.max_len),
+        ] {
+            if value < 1 {
+                return Err(Error::config(field, "must be at least 1"));
+            }
+        }
+        if config.d_model % config.heads != 0 {
+            return Err(Error::config(
+                "heads",
+                format!(
+                    "{} does not divide d_model {}",
+                    config.heads, config.d_model
+                ),
+            ));
+        }
+        if !(0.0..1.0).contains(&config.dropout) {
+            return Err(Error::config("dropout", "must lie in [0, 1)"));
+        }
+        let root = vs.root();
+        let encoder = &root / "encoder" / "layers";
+        Ok(Self {
+            embedding: Embedding::new(&root / "embedding", config.vocab, config.d_model),
+            position: Embedding::new(&root / "position", config.max_len, config.d_model),
+            layers: (0..config.layers)
+                .map(|i| EncoderLayer::new(&encoder / i, &config))
+                .collect(),
+            fc: Linear::new(&root / "fc", config.d_model, config.classes),
+            max_len: config.max_len,
+            dropout: config.dropout,
+            vs,
+        })
+    }
+
+    /// `tokens`: `[batch, length]` integer ids.
+    pub(crate) fn run(&self, tokens: &Tensor, train: bool) -> Result<Tensor> {
+        let size = tokens.size();
+        let [_, length] = size[..] else {
+            return Err(Error::msg(format!(
+                "expects token ids shaped [batch, length], got {size:?}"
+            )));
+        };
+        if length > self.max_len {
+            return Err(Error::msg(format!(
+                "sequences of {length} tokens are longer than max_len {}",
+                self.max_len
+            )));
+        }
+        let positions = Tensor::f_arange(length, (Kind::Int64, tokens.device()))?;
+        let mut x = self
+            .embedding
+            .forward(tokens)?
+            .f_add(&self.position.forward(&positions)?)?;
+        for layer in &self.layers {
+            x = layer.forward(&x, self.dropout, train)?;
+        }
+        let pooled = x.f_mean_dim(1, false, x.kind())?;
+        self.fc.forward(&pooled)
+    }
+}
