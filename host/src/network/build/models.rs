@@ -5,13 +5,13 @@ use tch::Device;
 
 use super::super::model::{ModelParts, ModelSlot, OptimizerSlot, TorchScriptSource};
 use super::super::torchscript::{self, TorchScriptConfig, TorchScriptModel};
-use fe_plugin_api::abi_stable::sabi_trait::TD_Opaque;
-use fe_plugin_api::ffi::FfiModel_TO;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ModelConfig};
 use crate::plugins::create::{creation_error, unknown_component, Creation};
 use crate::plugins::handles::ModelHandle;
 use crate::plugins::Registry;
+use fe_plugin_api::abi_stable::sabi_trait::TD_Opaque;
+use fe_plugin_api::ffi::FfiModel_TO;
 
 pub(super) fn build_model(
     manifest: &Manifest,
@@ -31,8 +31,7 @@ pub(super) fn build_model(
         torchscript_model(manifest, config, device)?
     } else {
         let text = toml::to_string(&config.config).unwrap_or_default();
-        let handle = match registry.create_model(&config.architecture, &text, &creation.context())
-        {
+        let handle = match registry.create_model(&config.architecture, &text, &creation.context()) {
             None => {
                 return Err(unknown_component(
                     manifest,
@@ -91,7 +90,11 @@ fn torchscript_model(
     manifest: &Manifest,
     config: &ModelConfig,
     device: Device,
-) -> Result<(ModelHandle, Vec<(String, tch::Tensor)>, Option<TorchScriptSource>)> {
+) -> Result<(
+    ModelHandle,
+    Vec<(String, tch::Tensor)>,
+    Option<TorchScriptSource>,
+)> {
     let text = toml::to_string(&config.config).unwrap_or_default();
     let settings: TorchScriptConfig = fe_plugin_api::parse_config(&text)
         .map_err(|e| manifest.error_at(&config.path.join_dotted(e.field()), e.message()))?;

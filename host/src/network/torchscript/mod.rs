@@ -123,10 +123,7 @@ impl TorchScriptModel {
             .iter()
             .map(|t| IValue::Tensor(t.shallow_clone()))
             .collect();
-        let out = self
-            .module
-            .forward_is(&args)
-            .map_err(crate::tch_message)?;
+        let out = self.module.forward_is(&args).map_err(crate::tch_message)?;
         self.outputs_of(out)
     }
 

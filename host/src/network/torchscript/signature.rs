@@ -191,7 +191,10 @@ mod tests {
         assert!(sig.check_inputs(1).is_ok());
         assert!(sig.check_inputs(2).is_ok());
         let none = sig.check_inputs(0).unwrap_err();
-        assert!(none.contains("0 input key(s) given") && none.contains("takes 1 to 2"), "{none}");
+        assert!(
+            none.contains("0 input key(s) given") && none.contains("takes 1 to 2"),
+            "{none}"
+        );
         assert!(sig.check_inputs(3).is_err());
     }
 
@@ -209,7 +212,10 @@ mod tests {
         assert!(sig.check_outputs(1, None).is_ok());
         assert!(sig.check_outputs(3, None).unwrap_err().contains("gives 2"));
         let dict = Signature::parse("x\tTensor\t0\n->\tDict(str, Tensor)\n").unwrap();
-        assert!(dict.check_outputs(1, None).unwrap_err().contains("outputs = ["));
+        assert!(dict
+            .check_outputs(1, None)
+            .unwrap_err()
+            .contains("outputs = ["));
         let names = ["a".to_owned()];
         assert!(dict.check_outputs(1, Some(&names)).is_ok());
         let int = Signature::parse("x\tTensor\t0\n->\tint\n").unwrap();
