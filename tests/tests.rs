@@ -18,5 +18,6 @@ mod pipeline;
 mod render;
 mod scheduling;
 mod slicing;
+mod torchscript;
 mod traces;
 mod training;
