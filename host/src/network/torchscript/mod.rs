@@ -244,3 +244,6 @@ impl FfiModel for TorchScriptModel {
         RResult::ROk(())
     }
 }
+
+#[cfg(test)]
+mod tests;
