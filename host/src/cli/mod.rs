@@ -497,10 +497,15 @@ fn predict(args: PredictArgs) -> Result<()> {
         top_k: args.top_k,
         limit: args.limit,
     };
-    let (samples, keys) = crate::predict::run(&manifest, &registry, device, &prediction)?;
-    let keys: Vec<String> = keys.iter().map(|(k, s)| format!("{k} {s:?}")).collect();
+    let written = crate::predict::run(&manifest, &registry, device, &prediction)?;
+    let keys: Vec<String> = written
+        .keys
+        .iter()
+        .map(|(k, s)| format!("{k} {s:?}"))
+        .collect();
     println!(
-        "predicted {samples} samples; wrote {} to {}",
+        "predicted {} samples; wrote {} to {}",
+        written.samples,
         keys.join(", "),
         args.out.display()
     );

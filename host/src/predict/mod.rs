@@ -81,7 +81,7 @@ pub fn run(
     registry: &Registry,
     device: Device,
     prediction: &Prediction,
-) -> Result<(usize, Vec<(String, Vec<i64>)>)> {
+) -> Result<transform::Written> {
     let format = output::OutputFormat::of(&prediction.out)?;
     if prediction.inputs.is_empty() {
         return Err(Error::Usage("predict needs --input FILE|DIR".into()));
@@ -107,10 +107,10 @@ pub fn run(
     };
     let (samples, columns) = transform::collect(manifest, registry, device, &request)?;
     output::write(&prediction.out, format, &columns, prediction.top_k)?;
-    Ok((
+    Ok(transform::Written {
         samples,
-        columns.iter().map(|(k, t)| (k.clone(), t.size())).collect(),
-    ))
+        keys: columns.iter().map(|(k, t)| (k.clone(), t.size())).collect(),
+    })
 }
 
 /// The keys the manifest's ModelOps write, in order: what a prediction is.

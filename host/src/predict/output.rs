@@ -106,7 +106,7 @@ fn rows(values: &Tensor) -> std::result::Result<(usize, usize, Vec<f64>), String
         .and_then(|t| t.f_flatten(0, -1))
         .and_then(|t| Vec::<f64>::try_from(&t))
         .map_err(crate::tch_message)?;
-    let width = if n == 0 { 0 } else { flat.len() / n };
+    let width = flat.len().checked_div(n).unwrap_or(0);
     Ok((n, width, flat))
 }
 

@@ -84,17 +84,20 @@ pub(super) fn build_model(
     })
 }
 
+/// A model object, its variables, and where it came from when it is TorchScript.
+type BuiltModel = (
+    ModelHandle,
+    Vec<(String, tch::Tensor)>,
+    Option<TorchScriptSource>,
+);
+
 /// Loads `[[models]] architecture = "TorchScript"`: the file named by `file`, relative to the
 /// manifest, straight onto `device`. Errors name the file and the manifest key.
 fn torchscript_model(
     manifest: &Manifest,
     config: &ModelConfig,
     device: Device,
-) -> Result<(
-    ModelHandle,
-    Vec<(String, tch::Tensor)>,
-    Option<TorchScriptSource>,
-)> {
+) -> Result<BuiltModel> {
     let text = toml::to_string(&config.config).unwrap_or_default();
     let settings: TorchScriptConfig = fe_plugin_api::parse_config(&text)
         .map_err(|e| manifest.error_at(&config.path.join_dotted(e.field()), e.message()))?;
