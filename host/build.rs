@@ -29,6 +29,7 @@ fn main() {
 /// against the same headers and ABI flag torch-sys uses.
 fn compile_shim(lib_dir: &Path) {
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/torchscript.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     let include = lib_dir
         .parent()
@@ -44,5 +45,6 @@ fn compile_shim(lib_dir: &Path) {
         .flag("-std=c++17")
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={}", abi.trim()))
         .file("csrc/shim.cpp")
+        .file("csrc/torchscript.cpp")
         .compile("fe_shim");
 }

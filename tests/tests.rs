@@ -23,6 +23,7 @@ mod render;
 mod scaffold;
 mod scheduling;
 mod slicing;
+mod torchscript;
 mod traces;
 mod training;
 mod updates;

@@ -19,6 +19,7 @@ pub mod network;
 pub mod optim;
 pub mod pipeline;
 pub mod plugins;
+pub mod predict;
 pub mod render;
 pub mod report;
 pub mod rng;

@@ -45,6 +45,12 @@ pub enum Command {
     /// Run the network over a dataset (in `infer` mode by default) and write what it produces
     /// to a .safetensors file (FastEstimator's `Network.transform`).
     Transform(TransformArgs),
+    /// Run a trained network in `infer` mode over data (IDX, NPY/NPZ, CSV or an image folder)
+    /// and write its predictions as CSV (optionally the top-k classes), NPY or safetensors.
+    Predict(PredictArgs),
+    /// Write trained models for other tools: safetensors named as the PyTorch definition, a
+    /// JSON model card, and TorchScript for a TorchScript architecture.
+    Export(ExportArgs),
     /// Show a few batches of the data pipeline (keys, shapes, dtypes, value ranges), or with
     /// `--benchmark` measure its samples/s overall and op by op.
     Pipeline(PipelineArgs),
@@ -201,12 +207,16 @@ pub struct TransformArgs {
     /// The epoch whose schedules are in force.
     #[arg(long, default_value_t = 1)]
     pub epoch: u32,
-    /// Read KEY from an IDX file instead of the manifest's dataset (repeatable).
+    /// Read KEY from FILE instead of the manifest's dataset (repeatable; IDX, NPY, or one
+    /// CSV/NPZ/image folder whose keys come from the file).
     #[arg(long = "input", value_name = "KEY=FILE")]
     pub inputs: Vec<String>,
     /// Weights to load (see `run --load-weights`).
     #[arg(long, value_name = "PATH")]
     pub weights: Option<PathBuf>,
+    /// Run the models untrained (without it, a network with models needs --weights).
+    #[arg(long, conflicts_with = "weights")]
+    pub random_weights: bool,
     /// Keys to write (repeatable); default: everything the network produces.
     #[arg(long = "key", value_name = "KEY")]
     pub keys: Vec<String>,
@@ -222,6 +232,69 @@ pub struct TransformArgs {
     /// Manifest overrides.
     #[command(flatten)]
     pub overrides: OverrideArgs,
+}
+
+/// Where a trained model's weights come from.
+#[derive(Args, Debug)]
+pub struct TrainedArgs {
+    /// A directory of `<model>.safetensors` (from `run --save-weights` or `export`), or one
+    /// file for a single model.
+    #[arg(long, value_name = "DIR|FILE")]
+    pub weights: Option<PathBuf>,
+    /// A checkpoint directory, or a checkpoint root (its `latest`).
+    #[arg(long, value_name = "PATH", conflicts_with = "weights")]
+    pub checkpoint: Option<PathBuf>,
+}
+
+/// `fe-host predict`
+#[derive(Args, Debug)]
+pub struct PredictArgs {
+    /// The manifest the model was trained with.
+    pub manifest: PathBuf,
+    /// Trained weights.
+    #[command(flatten)]
+    pub trained: TrainedArgs,
+    /// Run the models untrained.
+    #[arg(long, conflicts_with_all = ["weights", "checkpoint"])]
+    pub random_weights: bool,
+    /// The data: a file or directory in any format the pipeline reads, or KEY=FILE for
+    /// single-array files (repeatable).
+    #[arg(long = "input", value_name = "FILE|DIR|KEY=FILE", required = true)]
+    pub inputs: Vec<String>,
+    /// Where to write: `.csv`, `.npy` or `.safetensors`.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// In a CSV, the k best classes of each sample with their scores.
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Keys to write (repeatable); default: the ModelOps' outputs.
+    #[arg(long = "key", value_name = "KEY")]
+    pub keys: Vec<String>,
+    /// Predict at most this many samples.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Plugin search.
+    #[command(flatten)]
+    pub plugins: PluginArgs,
+}
+
+/// `fe-host export`
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The manifest the model was trained with.
+    pub manifest: PathBuf,
+    /// Trained weights.
+    #[command(flatten)]
+    pub trained: TrainedArgs,
+    /// The directory to create.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Plugin search.
+    #[command(flatten)]
+    pub plugins: PluginArgs,
 }
 
 /// `fe-host plugins ...`
@@ -327,6 +400,8 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run_manifest(args),
         Command::Transform(args) => transform(args),
+        Command::Predict(args) => predict(args),
+        Command::Export(args) => export(args),
         Command::Render(args) => render(args),
         Command::Pipeline(args) => pipeline::run(args),
         Command::Plugins(PluginsCommand::List { manifest, plugins }) => {
@@ -531,18 +606,6 @@ fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {
 fn transform(args: TransformArgs) -> Result<()> {
     let manifest = args.overrides.load(&args.manifest)?;
     let mode: fe_plugin_api::Mode = args.mode.parse().map_err(Error::Usage)?;
-    let inputs = args
-        .inputs
-        .iter()
-        .map(|spec| match spec.split_once('=') {
-            Some((key, file)) if !key.is_empty() && !file.is_empty() => {
-                Ok((key.to_owned(), PathBuf::from(file)))
-            }
-            _ => Err(Error::Usage(format!(
-                "--input takes KEY=FILE, got `{spec}`"
-            ))),
-        })
-        .collect::<Result<Vec<_>>>()?;
     crate::runtime::set_threads(manifest.run.threads);
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
@@ -550,8 +613,9 @@ fn transform(args: TransformArgs) -> Result<()> {
     let request = crate::estimator::transform::Request {
         mode,
         epoch: args.epoch,
-        inputs,
+        inputs: args.inputs,
         weights: args.weights,
+        random_weights: args.random_weights,
         keys: args.keys,
         limit: args.limit,
         out: args.out.clone(),
@@ -592,4 +656,58 @@ fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
     } else {
         Err(Error::Plugins(refused))
     }
+}
+
+fn predict(args: PredictArgs) -> Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let weights = crate::predict::Weights::from_flags(
+        args.trained.weights,
+        args.trained.checkpoint,
+        args.random_weights,
+    )?;
+    crate::runtime::set_threads(manifest.run.threads);
+    let device = device(args.device.as_deref(), &manifest)?;
+    let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
+    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let prediction = crate::predict::Prediction {
+        weights,
+        inputs: args.inputs,
+        keys: args.keys,
+        out: args.out.clone(),
+        top_k: args.top_k,
+        limit: args.limit,
+    };
+    let written = crate::predict::run(&manifest, &registry, device, &prediction)?;
+    let keys: Vec<String> = written
+        .keys
+        .iter()
+        .map(|(k, s)| format!("{k} {s:?}"))
+        .collect();
+    println!(
+        "predicted {} samples; wrote {} to {}",
+        written.samples,
+        keys.join(", "),
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn export(args: ExportArgs) -> Result<()> {
+    let manifest = Manifest::load(&args.manifest)?;
+    let weights =
+        crate::predict::Weights::from_flags(args.trained.weights, args.trained.checkpoint, false)?
+            .ok_or_else(|| {
+                Error::Usage(
+                    "export writes trained weights: pass --weights DIR|FILE or --checkpoint PATH"
+                        .into(),
+                )
+            })?;
+    crate::runtime::set_threads(manifest.run.threads);
+    let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
+    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let written = crate::predict::export::run(&manifest, &registry, &weights, &args.out)?;
+    for file in &written {
+        println!("wrote {}", file.display());
+    }
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! `infer` mode) over a dataset, in order, and write what it produces.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use fe_plugin_api::{Mode, StepContext};
@@ -11,7 +11,7 @@ use tch::{Device, Tensor};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::network::{KeyId, Keys};
-use crate::pipeline::{Dataset, IdxConfig, IdxSource, Pipeline};
+use crate::pipeline::{Dataset, Pipeline};
 use crate::plugins::Registry;
 
 /// What to transform and where to put it.
@@ -20,10 +20,14 @@ pub struct Request {
     pub mode: Mode,
     /// The epoch whose schedules are in force (default 1).
     pub epoch: u32,
-    /// Files to read instead of the manifest's dataset of `mode`: key → IDX file.
-    pub inputs: Vec<(String, PathBuf)>,
+    /// Data to read instead of the manifest's dataset of `mode`: `FILE`, `DIR` or `KEY=FILE`
+    /// in any format the pipeline reads (see `predict::input`).
+    pub inputs: Vec<String>,
     /// Weights to load first (a directory of `<model>.safetensors`, a checkpoint, or a file).
     pub weights: Option<PathBuf>,
+    /// Run the models with the weights they start with when no `weights` are given; without
+    /// it, a network with models and no weights is refused.
+    pub random_weights: bool,
     /// Keys to write; default: everything the network produces.
     pub keys: Vec<String>,
     /// At most this many samples.
@@ -40,28 +44,67 @@ pub struct Written {
     pub keys: Vec<(String, Vec<i64>)>,
 }
 
-/// Runs the transform.
+/// Runs the transform and writes what it produced as safetensors.
 pub fn run(
     manifest: &Manifest,
     registry: &Registry,
     device: Device,
     request: &Request,
 ) -> Result<Written> {
+    let (samples, tensors) = collect(manifest, registry, device, request)?;
+    crate::system::tensors::write(&request.out, &tensors)?;
+    Ok(Written {
+        samples,
+        keys: tensors.iter().map(|(k, t)| (k.clone(), t.size())).collect(),
+    })
+}
+
+/// Why running `manifest`'s models without trained weights is refused, unless asked for.
+pub fn refuse_untrained(manifest: &Manifest, request: &Request) -> Result<()> {
+    if request.weights.is_none() && !request.random_weights && !manifest.models.is_empty() {
+        let names: Vec<&str> = manifest.models.iter().map(|m| m.name.as_str()).collect();
+        return Err(Error::Usage(format!(
+            "no trained weights for model(s) {}: pass --weights DIR|FILE or --checkpoint PATH, or --random-weights to run them untrained",
+            names.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The key a single-array `--input` file feeds when it names none: the first input of the
+/// first ModelOp (the model's data key), or `x`.
+pub fn default_input_key(manifest: &Manifest) -> String {
+    manifest
+        .ops
+        .iter()
+        .flat_map(crate::schedule::Scheduled::variants)
+        .find(|(spec, _)| spec.name == "ModelOp")
+        .and_then(|(spec, _)| spec.inputs.first().cloned())
+        .unwrap_or_else(|| "x".to_owned())
+}
+
+/// Runs the network over the data in order and returns each written key joined over the
+/// samples, with the number of samples.
+pub fn collect(
+    manifest: &Manifest,
+    registry: &Registry,
+    device: Device,
+    request: &Request,
+) -> Result<(usize, Vec<(String, Tensor)>)> {
+    refuse_untrained(manifest, request)?;
     let mut keys = Keys::default();
     tch::manual_seed(manifest.run.seed as i64);
     let mut pipeline = Pipeline::build(manifest, registry, &mut keys)?;
     if !request.inputs.is_empty() {
-        let config = IdxConfig {
-            files: request.inputs.iter().cloned().collect(),
-        };
-        let source = IdxSource::open(&config, Path::new("."))?;
-        let ids = keys.intern_all(source_keys(&config).as_slice());
+        let source =
+            crate::predict::input::open(manifest, &request.inputs, &default_input_key(manifest))?;
+        let ids = keys.intern_all(source.keys());
         pipeline.datasets.retain(|d| d.mode != request.mode);
         pipeline.datasets.push(Dataset {
             mode: request.mode,
             ds_id: String::new(),
             epochs: crate::schedule::InForce::always(),
-            source: Arc::new(source),
+            source,
             keys: ids,
         });
     }
@@ -150,11 +193,7 @@ pub fn run(
         })?;
         tensors.push((keys.name(*key).to_owned(), joined));
     }
-    crate::system::tensors::write(&request.out, &tensors)?;
-    Ok(Written {
-        samples: count,
-        keys: tensors.iter().map(|(k, t)| (k.clone(), t.size())).collect(),
-    })
+    Ok((count, tensors))
 }
 
 /// `transform` runs without gradients and keeps no weights: an op that trains (or computes
@@ -175,8 +214,4 @@ fn refuse_training(
         ))),
         None => Ok(()),
     }
-}
-
-fn source_keys(config: &IdxConfig) -> Vec<String> {
-    config.files.keys().cloned().collect()
 }

@@ -17,6 +17,7 @@ pub mod post;
 pub mod precision;
 pub mod slicing;
 pub mod state;
+pub mod torchscript;
 
 use fe_plugin_api::{PluginError, StepContext};
 use rand_chacha::rand_core::SeedableRng;

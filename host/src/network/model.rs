@@ -32,6 +32,19 @@ pub struct ModelSlot {
     pub mixed_precision: bool,
     /// Loss scaling for float16 mixed precision (CUDA); `None` otherwise.
     pub scaler: Option<GradScaler>,
+    /// For a TorchScript architecture: its file and `forward` signature.
+    pub torchscript: Option<TorchScriptSource>,
+}
+
+/// Where a TorchScript model came from and what its `forward` takes.
+#[derive(Debug, Clone)]
+pub struct TorchScriptSource {
+    /// The TorchScript file, resolved against the manifest's directory.
+    pub file: std::path::PathBuf,
+    /// The signature of `forward`.
+    pub signature: super::torchscript::Signature,
+    /// The dict entries taken as outputs, when `forward` returns a dict.
+    pub outputs: Option<Vec<String>>,
 }
 
 /// One optimizer of a model, and when it is in force.
@@ -62,6 +75,8 @@ pub struct ModelParts {
     pub trainable: bool,
     /// Mixed precision.
     pub mixed_precision: bool,
+    /// For a TorchScript architecture: its file and `forward` signature.
+    pub torchscript: Option<TorchScriptSource>,
 }
 
 impl ModelSlot {
@@ -101,6 +116,7 @@ impl ModelSlot {
             trainable: parts.trainable,
             mixed_precision: parts.mixed_precision,
             scaler: (parts.mixed_precision && device.is_cuda()).then(GradScaler::default),
+            torchscript: parts.torchscript,
         })
     }
 

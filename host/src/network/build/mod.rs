@@ -173,6 +173,21 @@ impl Builder<'_> {
                         "ModelOp needs `inputs`: the keys fed to the model",
                     ));
                 }
+                if let Some(source) = &self.models[model].torchscript {
+                    let refuse = |key: &str, why: String| {
+                        manifest.error_at(
+                            &spec.path.key(key),
+                            format!("{}: {why}", source.file.display()),
+                        )
+                    };
+                    let signature = &source.signature;
+                    signature
+                        .check_inputs(spec.inputs.len())
+                        .map_err(|why| refuse("inputs", why))?;
+                    signature
+                        .check_outputs(spec.outputs.len(), source.outputs.as_deref())
+                        .map_err(|why| refuse("outputs", why))?;
+                }
                 let known = self.models[model].handle.layers().unwrap_or_default();
                 if let Some(unknown) = config
                     .intermediate_layers

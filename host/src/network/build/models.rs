@@ -3,12 +3,15 @@
 use fe_plugin_api::{ComponentKind, DeviceSpec};
 use tch::Device;
 
-use super::super::model::{ModelParts, ModelSlot, OptimizerSlot};
+use super::super::model::{ModelParts, ModelSlot, OptimizerSlot, TorchScriptSource};
+use super::super::torchscript::{self, TorchScriptConfig, TorchScriptModel};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ModelConfig};
 use crate::plugins::create::{creation_error, unknown_component, Creation};
 use crate::plugins::handles::ModelHandle;
 use crate::plugins::Registry;
+use fe_plugin_api::abi_stable::sabi_trait::TD_Opaque;
+use fe_plugin_api::ffi::FfiModel_TO;
 
 pub(super) fn build_model(
     manifest: &Manifest,
@@ -24,23 +27,28 @@ pub(super) fn build_model(
         DeviceSpec::from(device),
         manifest.run.seed,
     );
-    let text = toml::to_string(&config.config).unwrap_or_default();
-    let handle = match registry.create_model(&config.architecture, &text, &creation.context()) {
-        None => {
-            return Err(unknown_component(
-                manifest,
-                registry,
-                &path,
-                ComponentKind::Model,
-                &config.architecture,
-            ))
-        }
-        Some(Err(error)) => return Err(creation_error(manifest, &config.path, error)),
-        Some(Ok(object)) => ModelHandle(object),
+    let (handle, variables, torchscript) = if config.architecture == torchscript::ARCHITECTURE {
+        torchscript_model(manifest, config, device)?
+    } else {
+        let text = toml::to_string(&config.config).unwrap_or_default();
+        let handle = match registry.create_model(&config.architecture, &text, &creation.context()) {
+            None => {
+                return Err(unknown_component(
+                    manifest,
+                    registry,
+                    &path,
+                    ComponentKind::Model,
+                    &config.architecture,
+                ))
+            }
+            Some(Err(error)) => return Err(creation_error(manifest, &config.path, error)),
+            Some(Ok(object)) => ModelHandle(object),
+        };
+        let variables = handle
+            .variables()
+            .map_err(|error| creation_error(manifest, &config.path, error))?;
+        (handle, variables, None)
     };
-    let variables = handle
-        .variables()
-        .map_err(|error| creation_error(manifest, &config.path, error))?;
     let mut optimizers = Vec::new();
     if let Some(scheduled) = &config.optimizer {
         for (table, epochs) in scheduled.variants() {
@@ -65,6 +73,7 @@ pub(super) fn build_model(
         optimizers,
         trainable: config.trainable,
         mixed_precision: config.mixed_precision,
+        torchscript,
     };
     ModelSlot::new(parts, device).map_err(|e| {
         Error::Run(format!(
@@ -73,6 +82,45 @@ pub(super) fn build_model(
             crate::tch_message(e)
         ))
     })
+}
+
+/// A model object, its variables, and where it came from when it is TorchScript.
+type BuiltModel = (
+    ModelHandle,
+    Vec<(String, tch::Tensor)>,
+    Option<TorchScriptSource>,
+);
+
+/// Loads `[[models]] architecture = "TorchScript"`: the file named by `file`, relative to the
+/// manifest, straight onto `device`. Errors name the file and the manifest key.
+fn torchscript_model(
+    manifest: &Manifest,
+    config: &ModelConfig,
+    device: Device,
+) -> Result<BuiltModel> {
+    let text = toml::to_string(&config.config).unwrap_or_default();
+    let settings: TorchScriptConfig = fe_plugin_api::parse_config(&text)
+        .map_err(|e| manifest.error_at(&config.path.join_dotted(e.field()), e.message()))?;
+    let file = manifest.dir().join(&settings.file);
+    let model = TorchScriptModel::load(&file, device, settings.outputs.clone()).map_err(|why| {
+        manifest.error_at(
+            &config.path.key("file"),
+            format!("{}: {why}", file.display()),
+        )
+    })?;
+    let variables = model.named_variables().map_err(|why| {
+        manifest.error_at(
+            &config.path.key("file"),
+            format!("{}: cannot read its parameters: {why}", file.display()),
+        )
+    })?;
+    let source = TorchScriptSource {
+        file,
+        signature: model.signature().clone(),
+        outputs: settings.outputs,
+    };
+    let handle = ModelHandle(FfiModel_TO::from_value(model, TD_Opaque));
+    Ok((handle, variables, Some(source)))
 }
 
 /// `sgd { lr = 0.1, momentum = 0.9 }`: an optimizer table as one line.

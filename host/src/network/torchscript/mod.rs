@@ -1,0 +1,249 @@
+//! `architecture = "TorchScript"`: a model written in PyTorch and saved with
+//! `torch.jit.script(model).save(...)` (or `torch.jit.trace`), trained natively through tch's
+//! `CModule`. The module is loaded straight onto the run's device; its parameters and buffers
+//! are handed to the host as tensors sharing storage with the module, so the host's optimizers,
+//! checkpoints, weight files and exports see and change the module itself. It sits behind the
+//! same `FfiModel` object a plugin model does, so the rest of the network cannot tell them apart.
+
+mod ffi;
+pub mod signature;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use fe_plugin_api::abi_stable::std_types::{RResult, RSlice, RStr, RString, RVec};
+use fe_plugin_api::ffi::FfiModel;
+use fe_plugin_api::{ComponentState, NamedTensor, PluginError, RTensor, State, TensorRef};
+use serde::Deserialize;
+use tch::{CModule, Device, IValue, Tensor};
+
+pub use signature::{Returns, Signature};
+
+/// The architecture name manifests use.
+pub const ARCHITECTURE: &str = "TorchScript";
+
+/// The model table's settings for a TorchScript architecture.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TorchScriptConfig {
+    /// The TorchScript file, relative to the manifest's directory.
+    pub file: PathBuf,
+    /// For a `forward` returning `Dict[str, Tensor]`: the entries to take, in output-key order.
+    #[serde(default)]
+    pub outputs: Option<Vec<String>>,
+}
+
+/// A loaded TorchScript module and what the host needs to know about it.
+pub struct TorchScriptModel {
+    module: CModule,
+    /// The file it came from, for messages.
+    label: String,
+    /// Whether the module is in training mode now (`None` before the first forward), so the
+    /// mode is switched only when it changes.
+    training: Option<bool>,
+    outputs: Option<Vec<String>>,
+    signature: Signature,
+}
+
+impl TorchScriptModel {
+    /// Loads `file` onto `device`. The error says why the file is not a usable TorchScript
+    /// module (the caller adds the file's name).
+    pub fn load(file: &Path, device: Device, outputs: Option<Vec<String>>) -> Result<Self, String> {
+        if !file.is_file() {
+            return Err(if file.exists() {
+                "is not a file".to_owned()
+            } else {
+                "no such file".to_owned()
+            });
+        }
+        let module = catch_unwind(|| CModule::load_on_device(file, device))
+            .map_err(|p| fe_plugin_api::panic_message(p.as_ref()))?
+            .map_err(|e| {
+                format!(
+                    "is not a TorchScript module (write one with torch.jit.script(model).save(path)): {}",
+                    crate::tch_message(e)
+                )
+            })?;
+        let signature = ffi::forward_signature(&module).and_then(|t| Signature::parse(&t))?;
+        let label = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| file.display().to_string());
+        Ok(Self {
+            module,
+            label,
+            training: None,
+            outputs,
+            signature,
+        })
+    }
+
+    /// The signature of its `forward`.
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// The dict entries `outputs` names, if set.
+    pub fn output_names(&self) -> Option<&[String]> {
+        self.outputs.as_deref()
+    }
+
+    /// Parameters then buffers, by dotted name, sharing storage with the module.
+    pub fn named_variables(&self) -> Result<Vec<(String, Tensor)>, String> {
+        let mut all = self.module.named_parameters().map_err(crate::tch_message)?;
+        all.extend(ffi::named_buffers(&self.module)?);
+        Ok(all)
+    }
+
+    /// Writes the module (with whatever its variables hold now) in evaluation mode to `path`,
+    /// loadable by `torch.jit.load`.
+    pub fn save(&mut self, path: &Path) -> Result<(), String> {
+        self.module.f_set_eval().map_err(crate::tch_message)?;
+        self.training = Some(false);
+        self.module.save(path).map_err(crate::tch_message)
+    }
+
+    fn set_mode(&mut self, train: bool) -> Result<(), String> {
+        if self.training != Some(train) {
+            if train {
+                self.module.f_set_train()
+            } else {
+                self.module.f_set_eval()
+            }
+            .map_err(crate::tch_message)?;
+            self.training = Some(train);
+        }
+        Ok(())
+    }
+
+    /// Runs `forward` on `inputs` in training or evaluation mode.
+    pub fn run(&mut self, inputs: &[&Tensor], train: bool) -> Result<Vec<Tensor>, String> {
+        self.set_mode(train)?;
+        let args: Vec<IValue> = inputs
+            .iter()
+            .map(|t| IValue::Tensor(t.shallow_clone()))
+            .collect();
+        let out = self.module.forward_is(&args).map_err(crate::tch_message)?;
+        self.outputs_of(out)
+    }
+
+    fn outputs_of(&self, value: IValue) -> Result<Vec<Tensor>, String> {
+        let not_tensor = |what: &IValue| {
+            format!(
+                "forward returned {}, where fe-host takes tensors",
+                describe(what)
+            )
+        };
+        match value {
+            IValue::Tensor(t) => Ok(vec![t]),
+            IValue::TensorList(ts) => Ok(ts),
+            IValue::Tuple(items) | IValue::GenericList(items) => items
+                .into_iter()
+                .map(|item| match item {
+                    IValue::Tensor(t) => Ok(t),
+                    other => Err(not_tensor(&other)),
+                })
+                .collect(),
+            IValue::GenericDict(mut entries) => {
+                let Some(names) = &self.outputs else {
+                    return Err("forward returned a dict; name the entries to take with `outputs = [...]` in the model's table".into());
+                };
+                names
+                    .iter()
+                    .map(|name| {
+                        let at = entries
+                            .iter()
+                            .position(|(k, _)| matches!(k, IValue::String(s) if s == name))
+                            .ok_or_else(|| format!("forward's dict has no entry `{name}`"))?;
+                        match entries.swap_remove(at).1 {
+                            IValue::Tensor(t) => Ok(t),
+                            other => Err(not_tensor(&other)),
+                        }
+                    })
+                    .collect()
+            }
+            other => Err(not_tensor(&other)),
+        }
+    }
+
+    fn error(&self, method: &str, message: String) -> PluginError {
+        fe_plugin_api::Error::msg(message).into_plugin_error(
+            "fe-host",
+            &format!("{ARCHITECTURE}({})", self.label),
+            method,
+        )
+    }
+
+    fn guarded<T>(
+        &mut self,
+        method: &str,
+        f: impl FnOnce(&mut Self) -> Result<T, String>,
+    ) -> RResult<T, PluginError> {
+        // libtorch exceptions surface as panics from tch's non-`f_` paths; keep them errors.
+        let outcome = catch_unwind(AssertUnwindSafe(|| f(self)));
+        let result = match outcome {
+            Ok(result) => result,
+            Err(payload) => Err(fe_plugin_api::panic_message(payload.as_ref())),
+        };
+        result.map_err(|m| self.error(method, m)).into()
+    }
+}
+
+fn describe(value: &IValue) -> &'static str {
+    match value {
+        IValue::None => "None",
+        IValue::Double(_) | IValue::Int(_) | IValue::Bool(_) => "a number",
+        IValue::String(_) | IValue::StringList(_) => "text",
+        IValue::Tuple(_) | IValue::GenericList(_) => "a nested tuple or list",
+        IValue::GenericDict(_) => "a dict",
+        _ => "a value that is not a tensor",
+    }
+}
+
+impl FfiModel for TorchScriptModel {
+    fn forward(
+        &mut self,
+        inputs: RSlice<'_, TensorRef<'_>>,
+        train: bool,
+        layers: RSlice<'_, RStr<'_>>,
+    ) -> RResult<RVec<RTensor>, PluginError> {
+        self.guarded("forward", |model| {
+            if let Some(layer) = layers.first() {
+                return Err(format!(
+                    "a TorchScript model exposes no intermediate layers (asked for `{layer}`)"
+                ));
+            }
+            let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
+            let refs: Vec<&Tensor> = views.iter().map(|v| &**v).collect();
+            let outputs = model.run(&refs, train)?;
+            Ok(outputs.into_iter().map(RTensor::new).collect())
+        })
+    }
+
+    fn layers(&self) -> RResult<RVec<RString>, PluginError> {
+        RResult::ROk(RVec::new())
+    }
+
+    fn variables(&self) -> RResult<RVec<NamedTensor>, PluginError> {
+        self.named_variables()
+            .map(|all| {
+                all.into_iter()
+                    .map(|(name, tensor)| NamedTensor::new(name, tensor))
+                    .collect()
+            })
+            .map_err(|m| self.error("variables", m))
+            .into()
+    }
+
+    fn state(&self) -> RResult<ComponentState, PluginError> {
+        // Everything a TorchScript module holds is a parameter or buffer, saved by the host.
+        RResult::ROk(State::empty().into_ffi())
+    }
+
+    fn load_state(&mut self, _state: ComponentState) -> RResult<(), PluginError> {
+        RResult::ROk(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

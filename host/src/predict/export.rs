@@ -1,0 +1,247 @@
+//! `fe-host export`: a trained model as files other tools load. For every model:
+//! `<name>.safetensors` (every parameter and buffer, named as the architecture's PyTorch
+//! definition names them) and `<name>.json` (the model card); for a TorchScript architecture
+//! also `<name>.pt`, the module with the trained weights, for `torch.jit.load` and LibTorch.
+//! The directory is written beside its final place and renamed into it, so a failed export
+//! leaves nothing behind.
+
+use std::path::{Path, PathBuf};
+
+use fe_plugin_api::{ComponentKind, Mode};
+use tch::{Device, Tensor};
+
+use super::card::{self, KeyInfo, ManifestInfo, ModelCard, PluginInfo};
+use super::Weights;
+use crate::error::{Error, Result};
+use crate::estimator::transform::{self, Request};
+use crate::manifest::Manifest;
+use crate::network::torchscript::TorchScriptModel;
+use crate::network::{Keys, ModelSlot};
+use crate::plugins::registry::Provider;
+use crate::plugins::Registry;
+
+/// Exports every model of `manifest` with `weights` into the new directory `out`; returns the
+/// files written.
+pub fn run(
+    manifest: &Manifest,
+    registry: &Registry,
+    weights: &Weights,
+    out: &Path,
+) -> Result<Vec<PathBuf>> {
+    let Some(source) = weights.path()? else {
+        return Err(Error::Usage(
+            "export writes trained weights: pass --weights DIR|FILE or --checkpoint PATH".into(),
+        ));
+    };
+    if out.exists() {
+        return Err(Error::Usage(format!(
+            "--out {}: already exists; export into a new directory",
+            out.display()
+        )));
+    }
+    let mut keys = Keys::default();
+    tch::manual_seed(manifest.run.seed as i64);
+    let mut network = crate::network::build::build(manifest, registry, &mut keys, Device::Cpu)?;
+    crate::system::weights::load(&mut network, &source)?;
+    let shapes = sample_shapes(manifest, registry, &source);
+    let system = std::fs::read(source.join("system.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+    let partial = out.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+    let written = network
+        .models
+        .iter()
+        .map(|model| {
+            let context = Context {
+                manifest,
+                registry,
+                shapes: &shapes,
+                system: system.as_ref(),
+                source: &source,
+            };
+            export_model(model, &context, &partial)
+        })
+        .collect::<Result<Vec<_>>>();
+    let written = match written {
+        Ok(files) => files.into_iter().flatten().collect::<Vec<_>>(),
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(error);
+        }
+    };
+    std::fs::rename(&partial, out).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&partial);
+        Error::io(out, e)
+    })?;
+    Ok(written.iter().map(|name| out.join(name)).collect())
+}
+
+struct Context<'a> {
+    manifest: &'a Manifest,
+    registry: &'a Registry,
+    shapes: &'a [(String, Tensor)],
+    system: Option<&'a serde_json::Value>,
+    source: &'a Path,
+}
+
+/// Writes one model's files into `dir`; returns their names.
+fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<Vec<String>> {
+    let manifest = context.manifest;
+    let variables: Vec<(String, Tensor)> = model
+        .named_variables()
+        .map(|(name, tensor)| (name.to_owned(), tensor.detach()))
+        .collect();
+    let weights_name = format!("{}.safetensors", model.name);
+    let weights_path = dir.join(&weights_name);
+    crate::system::tensors::write(&weights_path, &variables)?;
+    let mut files = vec![weights_name.clone()];
+    let torchscript = match &model.torchscript {
+        Some(source) => {
+            let name = format!("{}.pt", model.name);
+            save_torchscript(
+                &source.file,
+                source.outputs.clone(),
+                &variables,
+                &dir.join(&name),
+            )?;
+            files.push(name.clone());
+            Some(name)
+        }
+        None => None,
+    };
+    let config = manifest.models.iter().find(|m| m.name == model.name);
+    let (inputs, outputs) = model_keys(manifest, &model.name);
+    let describe = |keys: Vec<String>| -> Vec<KeyInfo> {
+        keys.into_iter()
+            .map(|key| {
+                let found = context.shapes.iter().find(|(k, _)| *k == key);
+                KeyInfo {
+                    shape: found.map(|(_, t)| t.size().into_iter().skip(1).collect()),
+                    dtype: found.map(|(_, t)| format!("{:?}", t.kind())),
+                    key,
+                }
+            })
+            .collect()
+    };
+    let plugin = context
+        .registry
+        .get(ComponentKind::Model, &model.architecture)
+        .and_then(|entry| match entry.provider {
+            Provider::Plugin(index) => context.registry.plugins.plugins.get(index),
+            Provider::Builtin => None,
+        })
+        .map(|plugin| PluginInfo {
+            name: plugin.name().to_owned(),
+            version: plugin.info.plugin_version.as_str().to_owned(),
+            file: plugin.path.display().to_string(),
+        });
+    let weights_bytes = std::fs::read(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
+    let card = ModelCard {
+        format: card::FORMAT.to_owned(),
+        name: model.name.clone(),
+        architecture: model.architecture.clone(),
+        config: config
+            .and_then(|c| serde_json::to_value(&c.config).ok())
+            .unwrap_or(serde_json::Value::Null),
+        weights: weights_name,
+        weights_sha256: crate::checkpoint::store::sha256_hex(&weights_bytes),
+        torchscript,
+        inputs: describe(inputs),
+        outputs: describe(outputs),
+        plugin,
+        fe_host_version: env!("CARGO_PKG_VERSION").to_owned(),
+        manifest: ManifestInfo {
+            path: manifest.file.display().to_string(),
+            sha256: crate::checkpoint::store::sha256_hex(manifest.source.as_bytes()),
+            text: manifest.source.clone(),
+        },
+        source: context.source.display().to_string(),
+        step: context.system.and_then(|s| s["global_step"].as_u64()),
+        metrics: context.system.map(card::last_metrics).unwrap_or_default(),
+    };
+    let card_name = format!("{}.json", model.name);
+    let text = serde_json::to_string_pretty(&card)
+        .map_err(|e| Error::Internal(format!("cannot serialize the model card: {e}")))?;
+    let card_path = dir.join(&card_name);
+    std::fs::write(&card_path, text).map_err(|e| Error::io(&card_path, e))?;
+    files.push(card_name);
+    Ok(files)
+}
+
+/// Loads the architecture's TorchScript file afresh on the CPU, puts the trained `variables`
+/// into it and saves it (in evaluation mode) to `path`.
+pub fn save_torchscript(
+    file: &Path,
+    outputs: Option<Vec<String>>,
+    variables: &[(String, Tensor)],
+    path: &Path,
+) -> Result<()> {
+    let problem = |message: String| Error::Data {
+        path: file.to_path_buf(),
+        message,
+    };
+    let mut module = TorchScriptModel::load(file, Device::Cpu, outputs).map_err(problem)?;
+    let fresh = module.named_variables().map_err(problem)?;
+    let _guard = tch::no_grad_guard();
+    for (name, mut target) in fresh {
+        let Some((_, value)) = variables.iter().find(|(n, _)| *n == name) else {
+            return Err(problem(format!(
+                "has `{name}`, which the trained model does not: was the file changed after training?"
+            )));
+        };
+        target
+            .f_copy_(value)
+            .map_err(|e| problem(format!("`{name}`: {}", crate::tch_message(e))))?;
+    }
+    module
+        .save(path)
+        .map_err(|e| Error::io(path, std::io::Error::other(e)))
+}
+
+/// The inputs and outputs of the first ModelOp that runs `model`.
+pub fn model_keys(manifest: &Manifest, model: &str) -> (Vec<String>, Vec<String>) {
+    manifest
+        .ops
+        .iter()
+        .flat_map(crate::schedule::Scheduled::variants)
+        .find(|(spec, _)| {
+            spec.name == "ModelOp"
+                && spec.config.get("model").and_then(|v| v.as_str()) == Some(model)
+        })
+        .map(|(spec, _)| (spec.inputs.clone(), spec.outputs.clone()))
+        .unwrap_or_default()
+}
+
+/// One sample of every ModelOp's keys, from the first mode with data that runs no update
+/// (infer, test, eval); empty when there is none. Only shapes and dtypes are read from it.
+fn sample_shapes(
+    manifest: &Manifest,
+    registry: &Registry,
+    weights: &Path,
+) -> Vec<(String, Tensor)> {
+    let mut keys = Vec::new();
+    for model in &manifest.models {
+        let (inputs, outputs) = model_keys(manifest, &model.name);
+        keys.extend(inputs);
+        keys.extend(outputs);
+    }
+    keys.dedup();
+    for mode in [Mode::Infer, Mode::Test, Mode::Eval] {
+        let request = Request {
+            mode,
+            epoch: 1,
+            inputs: Vec::new(),
+            weights: Some(weights.to_path_buf()),
+            random_weights: false,
+            keys: keys.clone(),
+            limit: Some(1),
+            out: PathBuf::new(),
+        };
+        if let Ok((_, tensors)) = transform::collect(manifest, registry, Device::Cpu, &request) {
+            return tensors;
+        }
+    }
+    Vec::new()
+}

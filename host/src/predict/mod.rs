@@ -1,0 +1,133 @@
+//! Using a trained model: `fe-host predict` (the network in `infer` mode over data in any
+//! format the pipeline reads, predictions written as CSV, NPY or safetensors) and
+//! `fe-host export` (TorchScript and safetensors with a JSON model card).
+
+pub mod card;
+pub mod export;
+pub mod input;
+pub mod output;
+
+use std::path::PathBuf;
+
+use fe_plugin_api::Mode;
+use tch::Device;
+
+use crate::error::{Error, Result};
+use crate::estimator::transform::{self, Request};
+use crate::manifest::Manifest;
+use crate::plugins::Registry;
+
+/// Where trained weights come from.
+#[derive(Debug, Clone)]
+pub enum Weights {
+    /// A directory of `<model>.safetensors` (what `run --save-weights` and `export` write),
+    /// or one file for a single model.
+    Files(PathBuf),
+    /// A checkpoint directory, or a checkpoint root (its `latest`).
+    Checkpoint(PathBuf),
+    /// None: run the models as they are created (asked for explicitly).
+    Random,
+}
+
+impl Weights {
+    /// From the `--weights`, `--checkpoint` and `--random-weights` flags (at most one).
+    pub fn from_flags(
+        weights: Option<PathBuf>,
+        checkpoint: Option<PathBuf>,
+        random: bool,
+    ) -> Result<Option<Self>> {
+        Ok(match (weights, checkpoint, random) {
+            (Some(path), None, false) => Some(Weights::Files(path)),
+            (None, Some(path), false) => Some(Weights::Checkpoint(path)),
+            (None, None, true) => Some(Weights::Random),
+            (None, None, false) => None,
+            _ => {
+                return Err(Error::Usage(
+                    "give one of --weights, --checkpoint and --random-weights".into(),
+                ))
+            }
+        })
+    }
+
+    /// The path to load weights from (a checkpoint resolved to its directory), if any.
+    pub fn path(&self) -> Result<Option<PathBuf>> {
+        match self {
+            Weights::Files(path) => Ok(Some(path.clone())),
+            Weights::Checkpoint(path) => crate::checkpoint::resolve(path).map(Some),
+            Weights::Random => Ok(None),
+        }
+    }
+}
+
+/// What to predict on and where the predictions go.
+pub struct Prediction {
+    /// Trained weights (`None` is refused when the network has models).
+    pub weights: Option<Weights>,
+    /// `--input` specs.
+    pub inputs: Vec<String>,
+    /// Keys to write; default: the outputs of the ModelOps.
+    pub keys: Vec<String>,
+    /// The file to write (`.csv`, `.npy` or `.safetensors`).
+    pub out: PathBuf,
+    /// For CSV: the k best classes per sample instead of every score.
+    pub top_k: Option<usize>,
+    /// At most this many samples.
+    pub limit: Option<usize>,
+}
+
+/// Runs the prediction; returns the number of samples and the keys written with their shapes.
+pub fn run(
+    manifest: &Manifest,
+    registry: &Registry,
+    device: Device,
+    prediction: &Prediction,
+) -> Result<transform::Written> {
+    let format = output::OutputFormat::of(&prediction.out)?;
+    if prediction.inputs.is_empty() {
+        return Err(Error::Usage("predict needs --input FILE|DIR".into()));
+    }
+    let weights = match &prediction.weights {
+        Some(weights) => weights.path()?,
+        None => None,
+    };
+    let keys = if prediction.keys.is_empty() {
+        model_outputs(manifest)
+    } else {
+        prediction.keys.clone()
+    };
+    let request = Request {
+        mode: Mode::Infer,
+        epoch: 1,
+        inputs: prediction.inputs.clone(),
+        weights,
+        random_weights: matches!(prediction.weights, Some(Weights::Random)),
+        keys,
+        limit: prediction.limit,
+        out: prediction.out.clone(),
+    };
+    let (samples, columns) = transform::collect(manifest, registry, device, &request)?;
+    output::write(&prediction.out, format, &columns, prediction.top_k)?;
+    Ok(transform::Written {
+        samples,
+        keys: columns.iter().map(|(k, t)| (k.clone(), t.size())).collect(),
+    })
+}
+
+/// The keys the manifest's ModelOps write, in order: what a prediction is.
+pub fn model_outputs(manifest: &Manifest) -> Vec<String> {
+    let mut keys = Vec::new();
+    for (spec, _) in manifest
+        .ops
+        .iter()
+        .flat_map(crate::schedule::Scheduled::variants)
+    {
+        if spec.name == "ModelOp" {
+            for key in &spec.outputs {
+                if !keys.contains(key) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+    }
+    keys
+}

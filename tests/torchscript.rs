@@ -1,0 +1,410 @@
+//! Models brought from PyTorch and models taken back to it: a TorchScript file written by
+//! `.venv`'s python at test time trains in fe-host, resumes exactly, is exported and gives in
+//! `torch.jit.load` what `fe-host predict` gives; LeNet's exported safetensors load into a
+//! PyTorch LeNet defined here; bad files and keys are refused naming the file and the key.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::{digits, fe_host, root, run_failing, Run, TempDir};
+
+/// The PyTorch side of these tests. `make OUT`: a scripted conv net with batch norm and
+/// dropout (so train/eval mode matters) ending in a softmax. `jit MODULE IDX CSV`: runs the
+/// exported module on the first CSV-row-count images of an IDX file, min-max scaled as the
+/// manifest's pipeline does, and prints the largest difference from the CSV's scores.
+/// `lenet WEIGHTS IDX CSV`: the same through FastEstimator's LeNet defined here, its state
+/// loaded from fe-host's safetensors (parsed by hand: the venv has no safetensors package).
+const PYTHON: &str = r#"
+import csv, json, struct, sys, torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, stride=2)
+        self.bn = nn.BatchNorm2d(8)
+        self.drop = nn.Dropout(0.2)
+        self.fc = nn.Linear(8 * 13 * 13, 10)
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x)))
+        x = self.drop(x.flatten(1))
+        return torch.softmax(self.fc(x), -1)
+
+class LeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3)
+        self.conv2 = nn.Conv2d(32, 64, 3)
+        self.conv3 = nn.Conv2d(64, 64, 3)
+        self.fc1 = nn.Linear(3 * 3 * 64, 64)
+        self.fc2 = nn.Linear(64, 10)
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = torch.relu(self.fc1(self.conv3(x).flatten(1)))
+        return torch.softmax(self.fc2(x), -1)
+
+def safetensors(path):
+    raw = open(path, 'rb').read()
+    n = struct.unpack('<Q', raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    kinds = {'F32': torch.float32, 'I64': torch.int64}
+    out = {}
+    for name, info in header.items():
+        if name == '__metadata__':
+            continue
+        start, end = info['data_offsets']
+        data = bytearray(raw[8 + n + start:8 + n + end])
+        out[name] = torch.frombuffer(data, dtype=kinds[info['dtype']]).reshape(info['shape'])
+    return out
+
+def compare(module, idx, table):
+    rows = list(csv.reader(open(table)))[1:]
+    raw = open(idx, 'rb').read()
+    h, w = struct.unpack('>II', raw[8:16])
+    x = torch.frombuffer(bytearray(raw[16:16 + len(rows) * h * w]), dtype=torch.uint8)
+    x = x.reshape(len(rows), 1, h, w).float()
+    low, high = x.amin(dim=(1, 2, 3), keepdim=True), x.amax(dim=(1, 2, 3), keepdim=True)
+    x = (x - low) / (high - low)
+    with torch.no_grad():
+        ours = module(x)
+    theirs = torch.tensor([[float(v) for v in r[1:]] for r in rows])
+    assert ours.shape == theirs.shape, (ours.shape, theirs.shape)
+    print('max-diff', (ours - theirs).abs().max().item())
+
+torch.manual_seed(0)
+if sys.argv[1] == 'make':
+    torch.jit.script(Net()).save(sys.argv[2])
+elif sys.argv[1] == 'jit':
+    compare(torch.jit.load(sys.argv[2]), sys.argv[3], sys.argv[4])
+elif sys.argv[1] == 'lenet':
+    net = LeNet()
+    net.load_state_dict(safetensors(sys.argv[2]), strict=True)
+    net.eval()
+    compare(net, sys.argv[3], sys.argv[4])
+"#;
+
+/// Runs the python helper with `args` in `dir`; returns its stdout.
+fn python(dir: &Path, args: &[&str]) -> String {
+    let script = dir.join("helper.py");
+    std::fs::write(&script, PYTHON).unwrap();
+    let out = Command::new(root().join(".venv/bin/python"))
+        .arg(&script)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run .venv/bin/python");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "python {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The largest difference the helper printed.
+fn max_diff(stdout: &str) -> f64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("max-diff "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no max-diff in {stdout}"))
+}
+
+/// The small digits with the TorchScript net `net.pt` (next to the manifest) as the model,
+/// `epochs` of 40 training steps, checkpoints every epoch.
+fn manifest(epochs: u32) -> String {
+    crate::util::lenet_manifest(epochs, "\n[checkpoint]\ndir = \"ckpt\"\nevery_epochs = 1\n")
+        .replace(
+            "architecture = \"LeNet\"",
+            "architecture = \"TorchScript\"\nfile = \"net.pt\"",
+        )
+        .replace(
+            "log_steps = 50",
+            "log_steps = 10\ntrain_steps_per_epoch = 40\neval_steps_per_epoch = 10",
+        )
+}
+
+fn fe_host_in(dir: &Path, args: &[&str]) -> Run {
+    let out: Run = fe_host()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{args:?}:\n{}{}", out.stdout, out.stderr);
+    out
+}
+
+fn run_dir(parent: &TempDir, name: &str, text: &str) -> PathBuf {
+    let dir = parent.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("m.toml"), text).unwrap();
+    python(&dir, &["make", "net.pt"]);
+    dir
+}
+
+fn summary_values(dir: &Path, mode: &str, key: &str) -> Vec<f64> {
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    crate::util::values(&summary, mode, key)
+}
+
+#[test]
+fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
+    let parent = TempDir::new("torchscript");
+    let text = manifest(2);
+    let whole = run_dir(&parent, "whole", &text);
+    let common = [
+        "--save-weights",
+        "weights",
+        "--summary",
+        "summary.json",
+        "-q",
+    ];
+    let mut args = vec!["run", "m.toml"];
+    args.extend(common);
+    fe_host_in(&whole, &args);
+    let ce = summary_values(&whole, "train", "ce");
+    let accuracy = summary_values(&whole, "eval", "accuracy");
+    assert!(ce.len() >= 4 && ce.last() < ce.first(), "train ce {ce:?}");
+    assert!(
+        accuracy.last().is_some_and(|a| *a > 0.4),
+        "eval accuracy {accuracy:?} (chance is 0.1)"
+    );
+
+    // Interrupted after epoch 1 and resumed: bit for bit the same weights (dropout draws
+    // and batch-norm statistics included).
+    let resumed = run_dir(&parent, "resumed", &text);
+    fe_host_in(&resumed, &["run", "m.toml", "--epochs", "1", "-q"]);
+    let mut args = vec![
+        "run",
+        "m.toml",
+        "--resume",
+        "--allow-changes",
+        "--epochs",
+        "2",
+    ];
+    args.extend(common);
+    fe_host_in(&resumed, &args);
+    let weights = |d: &Path| std::fs::read(d.join("weights/lenet.safetensors")).unwrap();
+    assert!(
+        weights(&whole) == weights(&resumed),
+        "resumed weights differ"
+    );
+    let names = fe_host::system::tensors::read(&whole.join("weights/lenet.safetensors"))
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect::<Vec<_>>();
+    for buffer in [
+        "bn.running_mean",
+        "bn.running_var",
+        "bn.num_batches_tracked",
+    ] {
+        assert!(names.iter().any(|n| n == buffer), "{buffer} in {names:?}");
+    }
+
+    // Exported from the checkpoint: TorchScript, safetensors and a card.
+    fe_host_in(
+        &whole,
+        &[
+            "export",
+            "m.toml",
+            "--checkpoint",
+            "ckpt",
+            "--out",
+            "export",
+        ],
+    );
+    let card: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(whole.join("export/lenet.json")).unwrap())
+            .unwrap();
+    assert_eq!(card["architecture"], "TorchScript");
+    assert_eq!(card["torchscript"], "lenet.pt");
+    assert_eq!(card["inputs"][0]["key"], "x");
+    assert_eq!(card["inputs"][0]["shape"], serde_json::json!([1, 28, 28]));
+    assert_eq!(card["outputs"][0]["shape"], serde_json::json!([10]));
+    assert_eq!(card["step"], 80);
+    assert_eq!(
+        card["metrics"]["eval"]["accuracy"].as_f64(),
+        accuracy.last().copied()
+    );
+    // The exported weights load back into fe-host and predict; torch.jit.load agrees.
+    let [_, _, images, _] = digits();
+    let images = images.to_string_lossy();
+    fe_host_in(
+        &whole,
+        &[
+            "predict",
+            "m.toml",
+            "--weights",
+            "export",
+            "--input",
+            &images,
+            "--limit",
+            "100",
+            "--out",
+            "pred.csv",
+        ],
+    );
+    let diff = max_diff(&python(
+        &whole,
+        &["jit", "export/lenet.pt", &images, "pred.csv"],
+    ));
+    assert!(
+        diff <= 1e-5,
+        "torch.jit.load differs from fe-host predict by {diff}"
+    );
+}
+
+#[test]
+fn lenet_exported_safetensors_load_into_the_pytorch_lenet_and_predict_the_same() {
+    let dir = TempDir::new("lenet-export");
+    let text = crate::util::lenet_manifest(1, "").replace(
+        "log_steps = 50",
+        "log_steps = 50\ntrain_steps_per_epoch = 20\neval_steps_per_epoch = 2",
+    );
+    dir.write("m.toml", &text);
+    fe_host_in(
+        dir.path(),
+        &["run", "m.toml", "-q", "--save-weights", "weights"],
+    );
+    fe_host_in(
+        dir.path(),
+        &[
+            "export",
+            "m.toml",
+            "--weights",
+            "weights",
+            "--out",
+            "export",
+        ],
+    );
+    let card: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("export/lenet.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(card["architecture"], "LeNet");
+    assert_eq!(card["plugin"]["name"], "fe-models");
+    assert!(card["torchscript"].is_null());
+    let [_, _, images, _] = digits();
+    let images = images.to_string_lossy();
+    fe_host_in(
+        dir.path(),
+        &[
+            "predict",
+            "m.toml",
+            "--weights",
+            "export",
+            "--input",
+            &format!("x={images}"),
+            "--limit",
+            "50",
+            "--out",
+            "pred.csv",
+        ],
+    );
+    let diff = max_diff(&python(
+        dir.path(),
+        &["lenet", "export/lenet.safetensors", &images, "pred.csv"],
+    ));
+    assert!(diff <= 1e-5, "PyTorch LeNet differs from fe-host by {diff}");
+}
+
+#[test]
+fn files_that_are_not_torchscript_and_keys_forward_does_not_take_are_refused() {
+    let dir = TempDir::new("torchscript-bad");
+    let text = manifest(1);
+    let path = dir.write("m.toml", &text);
+    let path = path.to_string_lossy();
+    let net = dir.path().join("net.pt");
+
+    std::fs::write(&net, "not a model").unwrap();
+    let out = run_failing(&["run", &path], 2);
+    assert_contains!(out.stderr, "models[0].file");
+    assert_contains!(
+        out.stderr,
+        &format!("{}: is not a TorchScript module", net.display())
+    );
+
+    std::fs::remove_file(&net).unwrap();
+    let out = run_failing(&["run", &path], 2);
+    assert_contains!(out.stderr, &format!("{}: no such file", net.display()));
+
+    python(dir.path(), &["make", "net.pt"]);
+    let two_inputs = text.replace(
+        "inputs = \"x\"\noutputs = \"y_pred\"",
+        "inputs = [\"x\", \"y\"]\noutputs = \"y_pred\"",
+    );
+    let path = dir.write("two.toml", &two_inputs);
+    let out = run_failing(&["run", &path.to_string_lossy()], 2);
+    assert_contains!(out.stderr, "network.ops[0].inputs");
+    assert_contains!(
+        out.stderr,
+        &format!(
+            "{}: 2 input key(s) given, but forward(x: Tensor) -> Tensor takes 1",
+            net.display()
+        )
+    );
+    let two_outputs = text.replace("outputs = \"y_pred\"", "outputs = [\"y_pred\", \"extra\"]");
+    let path = dir.write("out.toml", &two_outputs);
+    let out = run_failing(&["run", &path.to_string_lossy()], 2);
+    assert_contains!(out.stderr, "network.ops[0].outputs");
+    assert_contains!(
+        out.stderr,
+        "2 output key(s) given, but forward(x: Tensor) -> Tensor gives 1"
+    );
+}
+
+#[test]
+fn predict_and_transform_refuse_untrained_models_unless_asked() {
+    let dir = TempDir::new("untrained");
+    let path = dir.write("m.toml", &crate::util::lenet_manifest(1, ""));
+    let path = path.to_string_lossy();
+    let [_, _, images, _] = digits();
+    let images = images.to_string_lossy();
+    let csv = dir.path().join("p.csv");
+    let csv = csv.to_string_lossy();
+    let out = run_failing(&["predict", &path, "--input", &images, "--out", &csv], 2);
+    assert_contains!(out.stderr, "no trained weights for model(s) lenet");
+    assert!(!dir.path().join("p.csv").exists());
+    let st = dir.path().join("t.safetensors");
+    let out = run_failing(
+        &[
+            "transform",
+            &path,
+            "--input",
+            &format!("x={images}"),
+            "--out",
+            &st.to_string_lossy(),
+        ],
+        2,
+    );
+    assert_contains!(out.stderr, "--random-weights");
+    let out: Run = fe_host()
+        .args([
+            "predict",
+            &path,
+            "--random-weights",
+            "--input",
+            &images,
+            "--limit",
+            "3",
+            "--top-k",
+            "2",
+            "--out",
+            &csv,
+        ])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let text = std::fs::read_to_string(dir.path().join("p.csv")).unwrap();
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(
+        text.starts_with("index,class_1,score_1,class_2,score_2\n0,"),
+        "{text}"
+    );
+}
