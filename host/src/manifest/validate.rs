@@ -188,6 +188,7 @@ pub(super) fn validate(
         slicers,
         traces,
         checkpoint,
+        outputs_into: None,
     })
 }
 
