@@ -149,3 +149,92 @@ fn a_smoke_run_leaves_every_file_of_a_finished_run_byte_identical() {
         "{written:?}"
     );
 }
+
+/// Names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_new_run_never_writes_into_another_runs_checkpoint_folder() {
+    let temp = TempDir::new("ckpt-owner");
+    let dir = temp.path();
+    std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
+    let first = run_in(dir, &["run", "m.toml", "-q"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    // A best-model save killed mid-write left its temporary behind.
+    std::fs::write(
+        dir.join("out/best/lenet_best_ce.tmp-999999"),
+        b"half a file",
+    )
+    .unwrap();
+    let before = hashes(dir);
+
+    let second = crate::util::run_failing(&["run", &dir.join("m.toml").to_string_lossy()], 6);
+    assert_contains!(second.stderr, &dir.join("out/ckpt").display().to_string());
+    assert_contains!(second.stderr, "holds checkpoints of another run (ckpt-30)");
+    assert_contains!(second.stderr, "--resume");
+    assert_eq!(hashes(dir), before, "a refused run changed files");
+
+    // The run the folder belongs to goes on; it cleans the save's temporary at start and
+    // keeps its own checkpoints.
+    let resumed = run_in(dir, &["run", "m.toml", "-q", "--resume", "--epochs", "2"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(!dir.join("out/best/lenet_best_ce.tmp-999999").exists());
+    assert_eq!(
+        names(&dir.join("out/ckpt")),
+        ["ckpt-30", "ckpt-60", "latest"]
+    );
+}
+
+#[test]
+fn resume_never_falls_back_to_another_runs_checkpoint() {
+    let temp = TempDir::new("ckpt-fallback");
+    let (a, b) = (temp.path().join("a"), temp.path().join("b"));
+    for dir in [&a, &b] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
+        let out = run_in(dir, &["run", "m.toml", "-q"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    // b's checkpoint lands in a's folder, and a's `latest` names a checkpoint that is gone.
+    let status = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(b.join("out/ckpt/ckpt-30"))
+        .arg(a.join("out/ckpt/other-30"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(a.join("out/ckpt/latest"), "ckpt-90\n").unwrap();
+    let out = run_in(&a, &["run", "m.toml", "-q", "--resume"]);
+    assert_eq!(out.code, 6, "{}", out.stderr);
+    assert_contains!(out.stderr, "holds checkpoints of more than one run");
+}
+
+#[test]
+fn a_run_refused_at_start_leaves_nothing_behind() {
+    let temp = TempDir::new("refused-start");
+    let dir = temp.path();
+    // No dataset in any mode.
+    let text = writing_everything();
+    let start = text.find("[pipeline.data.train]").unwrap();
+    let end = text.find("[[pipeline.ops]]").unwrap();
+    let no_data = format!("{}{}", &text[..start], &text[end..]);
+    std::fs::write(dir.join("m.toml"), no_data).unwrap();
+    let out = crate::util::run_failing(&["run", &dir.join("m.toml").to_string_lossy()], 2);
+    assert_contains!(out.stderr, "no dataset");
+    assert_eq!(names(dir), ["m.toml"]);
+
+    // `run.log_dir` naming a file: refused before the CSV logger creates its file.
+    std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    std::fs::write(dir.join("out/run"), "a file").unwrap();
+    let out = crate::util::run_failing(&["run", &dir.join("m.toml").to_string_lossy()], 2);
+    assert_contains!(out.stderr, "run.log_dir");
+    assert_eq!(names(&dir.join("out")), ["run"]);
+}
