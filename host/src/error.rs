@@ -9,6 +9,8 @@
 //! | 4 | device: the requested device is not available |
 //! | 5 | data: a dataset file is missing, truncated or malformed |
 //! | 6 | checkpoint: a checkpoint is missing, corrupt or does not match the run |
+//! | 75 | stopped by a first SIGINT (Ctrl-C) or SIGTERM after saving a checkpoint: continue with `--resume` |
+//! | 130, 143 | stopped at once by a second SIGINT / SIGTERM (128 + the signal); the last complete checkpoint is kept |
 //! | 70 | internal error in fe-host (a bug: please report it) |
 
 use std::fmt;
@@ -66,6 +68,18 @@ pub enum Error {
         /// The error.
         source: std::io::Error,
     },
+    /// The run stopped on SIGINT or SIGTERM after saving a checkpoint (see [`crate::stop`]).
+    #[error("fe-host stopped: {signal} after step {step}; checkpoint: {}; continue with: {resume}", .checkpoint.display())]
+    Stopped {
+        /// `SIGINT` or `SIGTERM`.
+        signal: &'static str,
+        /// The last training step done.
+        step: u64,
+        /// The checkpoint it wrote.
+        checkpoint: PathBuf,
+        /// The command that continues the run (filled in by the command line).
+        resume: String,
+    },
     /// A bug in fe-host.
     #[error("internal error: {0} (this is a bug in fe-host; please report it)")]
     Internal(String),
@@ -84,6 +98,7 @@ impl Error {
             Error::Device(_) => 4,
             Error::Data { .. } => 5,
             Error::Checkpoint { .. } => 6,
+            Error::Stopped { .. } => crate::stop::EXIT_STOPPED as i32,
             Error::Internal(_) => 70,
         }
     }

@@ -26,6 +26,7 @@ pub mod rng;
 pub mod runtime;
 pub mod schedule;
 pub mod shim;
+pub mod stop;
 pub mod system;
 
 pub use error::{Error, Result};

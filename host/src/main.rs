@@ -30,6 +30,11 @@ fn main() -> ExitCode {
     };
     match std::panic::catch_unwind(|| fe_host::cli::run(cli)) {
         Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(error @ fe_host::Error::Stopped { .. })) => {
+            // A stop the user asked for is not an error: say where the run can go on.
+            eprintln!("{error}");
+            ExitCode::from(error.exit_code() as u8)
+        }
         Ok(Err(error)) => {
             eprintln!("error: {error}");
             ExitCode::from(error.exit_code() as u8)

@@ -79,6 +79,11 @@ pub struct CheckpointInfo {
     pub monitor: Option<(String, f64)>,
     /// When it was written (`YYYYmmdd-HHMMSS`, UTC).
     pub created: String,
+    /// The run that wrote it (a resumed run keeps the id of the run it continues); empty in
+    /// checkpoints written before runs had ids. A run never deletes nor resumes from a
+    /// checkpoint with another id by itself.
+    #[serde(default)]
+    pub run_id: String,
 }
 
 /// One loaded plugin, as recorded in `plugins.json`.
@@ -136,6 +141,16 @@ pub struct ComponentRecord {
     pub tensors: bool,
 }
 
+/// The checkpoint root of `manifest`: its `[checkpoint] dir`, or `checkpoints` next to it
+/// (where `--resume` looks, and where a run without `[checkpoint]` saves when it is stopped).
+pub fn default_root(manifest: &crate::manifest::Manifest) -> std::path::PathBuf {
+    manifest
+        .checkpoint
+        .as_ref()
+        .map(|c| c.dir.clone())
+        .unwrap_or_else(|| manifest.dir().join("checkpoints"))
+}
+
 /// The checkpoint `path` names: a checkpoint directory, or a checkpoint root (its `latest`).
 /// Should `latest` name a directory that is not a complete checkpoint (a power loss between
 /// the two renames of a write can leave that), the newest complete checkpoint is used.
@@ -179,6 +194,34 @@ pub fn resolve(path: &Path) -> Result<std::path::PathBuf> {
     }
 }
 
+/// Refuses to let run `run_id` write into `root` when it holds another run's checkpoints:
+/// retention would rank them with the run's own, and `--resume` could continue the wrong run.
+pub fn check_owner(root: &Path, run_id: &str) -> Result<()> {
+    let foreign: Vec<String> = existing(root)?
+        .into_iter()
+        .filter(|s| s.run_id != run_id)
+        .map(|s| s.name)
+        .collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    let shown = if foreign.len() > 3 {
+        format!(
+            "{}, ... ({} in all)",
+            foreign[..3].join(", "),
+            foreign.len()
+        )
+    } else {
+        foreign.join(", ")
+    };
+    Err(Error::Checkpoint {
+        path: root.to_path_buf(),
+        message: format!(
+            "holds checkpoints of another run ({shown}): continue that run with --resume, or give this one another checkpoint folder ([checkpoint] dir)"
+        ),
+    })
+}
+
 /// The complete checkpoints of `root` as the retention policy sees them.
 pub fn existing(root: &Path) -> Result<Vec<policy::Saved>> {
     let mut saved = Vec::new();
@@ -195,14 +238,17 @@ pub fn existing(root: &Path) -> Result<Vec<policy::Saved>> {
             step: info.step,
             sequence: info.sequence,
             metric: info.monitor.map(|(_, v)| v),
+            run_id: info.run_id,
         });
     }
     Ok(saved)
 }
 
-/// The newest complete checkpoint in `root`, by step and write order.
+/// The newest complete checkpoint in `root`, by step and write order. A root holding the
+/// checkpoints of several runs is refused: the newest need not be the run's own.
 fn newest_complete(root: &Path) -> Result<Option<std::path::PathBuf>> {
     let mut best: Option<((u64, u64), std::path::PathBuf)> = None;
+    let mut runs = std::collections::BTreeSet::new();
     for name in store::list(root)? {
         let dir = root.join(&name);
         let Ok(bytes) = std::fs::read(dir.join("checkpoint.json")) else {
@@ -211,6 +257,13 @@ fn newest_complete(root: &Path) -> Result<Option<std::path::PathBuf>> {
         let Ok(info) = serde_json::from_slice::<CheckpointInfo>(&bytes) else {
             continue;
         };
+        runs.insert(info.run_id);
+        if runs.len() > 1 {
+            return Err(Error::Checkpoint {
+                path: root.to_path_buf(),
+                message: "holds checkpoints of more than one run and its `latest` names none of them: resume from a checkpoint directory by name".into(),
+            });
+        }
         let key = (info.step, info.sequence);
         if best.as_ref().is_none_or(|(k, _)| key > *k) {
             best = Some((key, dir));
@@ -231,6 +284,7 @@ mod tests {
             cursor: Cursor::EpochEnd { epoch: 1 },
             monitor: None,
             created: String::new(),
+            run_id: String::new(),
         };
         let files = vec![(
             "checkpoint.json".to_owned(),

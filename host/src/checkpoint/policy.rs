@@ -14,6 +14,8 @@ pub struct Saved {
     pub sequence: u64,
     /// The monitored value it was taken with, for `keep_best` (epoch-end checkpoints only).
     pub metric: Option<f64>,
+    /// The run that wrote it.
+    pub run_id: String,
 }
 
 /// Whether a checkpoint is due after training step `global_step`.
@@ -100,6 +102,7 @@ mod tests {
             step,
             sequence: step,
             metric,
+            run_id: String::new(),
         }
     }
 

@@ -23,6 +23,8 @@ pub struct Job {
     pub files: Vec<(String, Vec<u8>)>,
     /// Where checkpoints go and which to keep.
     pub config: CheckpointConfig,
+    /// The run writing it: retention considers this run's checkpoints only.
+    pub run_id: String,
 }
 
 impl Job {
@@ -31,7 +33,12 @@ impl Job {
     pub fn run(self) -> Result<PathBuf> {
         let root = &self.config.dir;
         let dir = store::write(root, &self.name, &self.files)?;
-        for old in policy::to_delete(&existing(root)?, &self.config) {
+        // Only this run's checkpoints are ranked: another run's are never deleted.
+        let own: Vec<policy::Saved> = existing(root)?
+            .into_iter()
+            .filter(|s| s.run_id == self.run_id)
+            .collect();
+        for old in policy::to_delete(&own, &self.config) {
             store::delete(root, &old)?;
         }
         Ok(dir)
@@ -107,11 +114,13 @@ mod tests {
             cursor: super::super::Cursor::EpochEnd { epoch: 1 },
             monitor: None,
             created: String::new(),
+            run_id: String::new(),
         };
         Job {
             name: name.into(),
             files: vec![("checkpoint.json".into(), serde_json::to_vec(&info).unwrap())],
             config: config.clone(),
+            run_id: String::new(),
         }
     }
 

@@ -103,11 +103,7 @@ pub fn describe(info: &CheckpointInfo) -> String {
 
 /// The checkpoint root of `manifest`: its `[checkpoint] dir`, or `checkpoints` next to it.
 pub fn root(manifest: &Manifest) -> PathBuf {
-    manifest
-        .checkpoint
-        .as_ref()
-        .map(|c| c.dir.clone())
-        .unwrap_or_else(|| manifest.dir().join("checkpoints"))
+    crate::checkpoint::default_root(manifest)
 }
 
 /// Restores `estimator` from `--resume` (`latest` means the manifest's checkpoint root) and
@@ -133,15 +129,17 @@ pub fn resume(
 }
 
 /// What `--smoke` changes in the manifest: one epoch of a few steps, a short evaluation, and
-/// a checkpoint into `dir`.
+/// a checkpoint into `dir/checkpoints`. Everything the run would write — the run log and
+/// plot (`dir/log`), every saver, logger and TensorBoard trace (`dir/outputs/<the path the
+/// manifest names>`) — goes into `dir` too, so a smoke run never touches a real run's files.
 pub fn smoke_manifest(manifest: &mut Manifest, dir: &Path) {
     manifest.run.epochs = 1;
     manifest.run.train_steps_per_epoch = Some(5);
     manifest.run.eval_steps_per_epoch = Some(2);
-    // A smoke run must not overwrite the real run's log and plot.
-    manifest.run.log_dir = None;
+    manifest.run.log_dir = Some(dir.join("log"));
+    manifest.outputs_into = Some(dir.join("outputs"));
     manifest.checkpoint = Some(CheckpointConfig {
-        dir: dir.to_path_buf(),
+        dir: smoke_checkpoints(dir),
         every_epochs: Some(1),
         every_steps: None,
         keep_last: None,
@@ -150,6 +148,11 @@ pub fn smoke_manifest(manifest: &mut Manifest, dir: &Path) {
         maximize: false,
         background: true,
     });
+}
+
+/// Where a smoke run in `dir` writes its checkpoint.
+pub fn smoke_checkpoints(dir: &Path) -> PathBuf {
+    dir.join("checkpoints")
 }
 
 /// After a smoke run: the checkpoint it wrote loads back into the run.

@@ -25,7 +25,8 @@ use crate::plugins::{default_search_path, load_registry, render_list};
 ///
 /// Exit codes: 0 success; 1 the run failed (an op, model or trace failed or panicked); 2 bad
 /// usage or an invalid manifest; 3 plugin problems; 4 the device is unavailable; 5 bad data;
-/// 6 a bad checkpoint; 70 an internal error.
+/// 6 a bad checkpoint; 75 stopped by Ctrl-C or SIGTERM after saving a checkpoint (continue
+/// with --resume); 130/143 stopped at once by a second SIGINT/SIGTERM; 70 an internal error.
 #[derive(Parser, Debug)]
 #[command(name = "fe-host", version, about, long_about = None)]
 pub struct Cli {
@@ -153,9 +154,13 @@ pub struct RunArgs {
     #[arg(long, requires = "resume")]
     pub allow_changes: bool,
     /// Check the manifest in seconds: one training epoch of 5 steps, 2 evaluation steps, a
-    /// checkpoint saved into a temporary directory and loaded back.
+    /// checkpoint saved into a temporary directory and loaded back. Everything the run writes
+    /// (logs, plots, saved models, TensorBoard events) goes into that directory, removed after.
     #[arg(long, conflicts_with_all = ["resume", "load_weights", "save_weights"])]
     pub smoke: bool,
+    /// With `--smoke`: keep its temporary directory and print where it is.
+    #[arg(long, requires = "smoke")]
+    pub keep: bool,
     /// Write every model's weights into this directory when training ends.
     #[arg(long, value_name = "DIR")]
     pub save_weights: Option<PathBuf>,
@@ -573,13 +578,36 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     }
     if let Some(dir) = &smoke_dir {
         estimator.test = false;
-        let outcome = estimator.fit_then(|estimator| checkpoint::smoke_reload(estimator, dir));
-        let _ = std::fs::remove_dir_all(dir);
+        let outcome = estimator.fit_then(|estimator| {
+            checkpoint::smoke_reload(estimator, &checkpoint::smoke_checkpoints(dir))
+        });
+        if args.keep {
+            println!(
+                "fe-host smoke: kept everything it wrote in {}",
+                dir.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         return outcome;
     }
+    crate::stop::install();
     let mut outcome = estimator.fit();
+    if let Err(Error::Stopped {
+        resume, checkpoint, ..
+    }) = &mut outcome
+    {
+        let root = crate::checkpoint::default_root(&manifest);
+        *resume = format!("fe-host run {} --resume", args.manifest.display());
+        if checkpoint.parent() != Some(root.as_path()) {
+            resume.push_str(&format!(" {}", checkpoint.display()));
+        }
+    }
     if let (Ok(()), Some(dir)) = (&outcome, &args.save_weights) {
         outcome = crate::system::weights::save(&estimator.network, dir).map(|_| ());
+    }
+    if outcome.is_ok() && !args.quiet {
+        print_saved(&estimator, &args.manifest);
     }
     if let Some(path) = &args.summary {
         let json = serde_json::to_string_pretty(&estimator.system.summary)
@@ -587,6 +615,30 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }
     outcome
+}
+
+/// The closing lines of a finished run: the models and the checkpoint it left, and the
+/// commands that use them.
+fn print_saved(estimator: &Estimator, manifest: &std::path::Path) {
+    let models: Vec<PathBuf> = estimator
+        .traces
+        .iter()
+        .flat_map(|t| t.saved_models())
+        .collect();
+    let checkpoint = estimator.checkpointing.last_written.as_ref();
+    for model in &models {
+        println!("fe-host saved: model {};", model.display());
+    }
+    let Some(checkpoint) = checkpoint else {
+        return;
+    };
+    let manifest = manifest.display();
+    println!("fe-host saved: checkpoint {};", checkpoint.display());
+    println!("fe-host next: train longer: fe-host run {manifest} --resume --epochs N;");
+    println!(
+        "fe-host next: predict: fe-host predict {manifest} --checkpoint {} --input FILE;",
+        checkpoint.display()
+    );
 }
 
 fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {

@@ -33,6 +33,12 @@ pub struct Checkpointing {
     pub writer: Writer,
     /// Write order of the next checkpoint (found by scanning the root at the first save).
     pub next_sequence: Option<u64>,
+    /// Where a run without `[checkpoint]` saves when a signal stops it.
+    pub fallback_dir: PathBuf,
+    /// The newest checkpoint this run wrote completely.
+    pub last_written: Option<PathBuf>,
+    /// This run's id in its checkpoints: new for a fresh run, the resumed run's otherwise.
+    pub run_id: String,
 }
 
 /// `models/<name>.json`.
@@ -197,6 +203,7 @@ impl Estimator {
             cursor,
             monitor,
             created: crate::system::timestamp(),
+            run_id: self.checkpointing.run_id.clone(),
         };
         files.push((
             "checkpoint.json".into(),
@@ -313,6 +320,8 @@ impl Estimator {
     /// Loads every file of a verified checkpoint into the run; returns its cursor.
     pub fn restore(&mut self, files: &Files, options: ResumeOptions) -> Result<Cursor> {
         let info: CheckpointInfo = files.parse_json("checkpoint.json")?;
+        // The resumed run goes on under the id it had (empty for checkpoints older than ids).
+        self.checkpointing.run_id = info.run_id.clone();
         let saved_manifest = std::str::from_utf8(files.get("manifest.toml")?)
             .map_err(|_| files.problem("manifest.toml", "is not UTF-8 text"))?;
         let mut differences = compat::manifest_differences(
@@ -506,6 +515,25 @@ impl Estimator {
     /// background writer, or here with `background = false`. The write before it finishes
     /// first, and its traces' `on_checkpoint_end` run.
     pub fn save_checkpoint(&mut self, cursor: Cursor) -> Result<()> {
+        if self.checkpointing.config.is_none() && self.stop.decided.is_some() {
+            // Stopped by a signal without `[checkpoint]`: the work is saved where `--resume`
+            // looks, in the foreground since the run ends right after.
+            let mut dir = self.checkpointing.fallback_dir.clone();
+            if crate::checkpoint::check_owner(&dir, &self.checkpointing.run_id).is_err() {
+                // Another run's checkpoints are there: this run's go into a folder of its own.
+                dir = dir.join(&self.checkpointing.run_id);
+            }
+            self.checkpointing.config = Some(CheckpointConfig {
+                dir,
+                every_epochs: None,
+                every_steps: None,
+                keep_last: None,
+                keep_best: None,
+                monitor: None,
+                maximize: false,
+                background: false,
+            });
+        }
         let Some(config) = self.checkpointing.config.clone() else {
             return Ok(());
         };
@@ -533,14 +561,40 @@ impl Estimator {
             name,
             files,
             config,
+            run_id: self.checkpointing.run_id.clone(),
         };
         if background {
             self.checkpointing.writer.start(job)?;
         } else {
             let dir = job.run()?;
+            self.checkpointing.last_written = Some(dir.clone());
             self.trial_event(TrialEvent::CheckpointEnd, &dir)?;
         }
         Ok(())
+    }
+
+    /// Ends a run a signal stopped: waits for its checkpoint, flushes the logs and returns the
+    /// [`Error::Stopped`] that says where it can continue.
+    pub(super) fn stopped(&mut self) -> Result<()> {
+        self.finish_checkpoint()?;
+        for trace in &mut self.traces {
+            trace.flush()?;
+        }
+        let signal = self
+            .stop
+            .decided
+            .map_or("a signal", crate::stop::Signal::name);
+        let checkpoint = self
+            .checkpointing
+            .last_written
+            .clone()
+            .ok_or_else(|| Error::Internal("a stopped run wrote no checkpoint".into()))?;
+        Err(Error::Stopped {
+            signal,
+            step: self.system.global_step,
+            checkpoint,
+            resume: "fe-host run MANIFEST --resume".into(),
+        })
     }
 
     /// Waits for the checkpoint being written, if any, and tells the traces it is complete.
@@ -548,6 +602,7 @@ impl Estimator {
     pub fn finish_checkpoint(&mut self) -> Result<Option<PathBuf>> {
         let written = self.checkpointing.writer.wait()?;
         if let Some(dir) = &written {
+            self.checkpointing.last_written = Some(dir.clone());
             self.trial_event(TrialEvent::CheckpointEnd, dir)?;
         }
         Ok(written)

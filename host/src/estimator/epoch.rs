@@ -24,6 +24,8 @@ pub(super) enum Epoch {
     Done,
     /// A trace stopped training.
     Stopped,
+    /// A signal asked the run to stop; a checkpoint of the step it stopped after was taken.
+    Interrupted,
 }
 
 /// Whether to go on after a hook group.
@@ -150,12 +152,17 @@ impl Estimator {
                         .config
                         .as_ref()
                         .is_some_and(|c| policy::due_after_step(c, self.system.global_step));
-                if due {
+                let interrupted = mode == Mode::Train && self.stop.agreed().is_some();
+                if due || interrupted {
                     self.save_checkpoint(Cursor::InEpoch {
                         epoch,
                         ds_index,
                         batches_done,
                     })?;
+                }
+                if interrupted {
+                    self.progress.finish();
+                    return Ok(Epoch::Interrupted);
                 }
                 self.progress.step();
             }

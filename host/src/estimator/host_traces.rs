@@ -162,7 +162,7 @@ pub fn build(
             let config: BestModelSaverConfig = cx.config()?;
             let model = cx.model(&config.model)?;
             let metric = cx.metric(config.metric.clone(), model)?;
-            let dir = manifest.dir().join(&config.save_dir);
+            let dir = manifest.output_path(&config.save_dir);
             let name = network.models[model].name.as_str();
             Box::new(BestModelSaver::new((model, name), metric, &dir, &config))
         }
@@ -172,7 +172,7 @@ pub fn build(
             if config.frequency == 0 {
                 return Err(cx.error(&spec.path.key("frequency"), "must be at least 1"));
             }
-            let dir = manifest.dir().join(&config.save_dir);
+            let dir = manifest.output_path(&config.save_dir);
             Box::new(ModelSaver::new(
                 (model, network.models[model].name.clone()),
                 dir,
@@ -181,7 +181,7 @@ pub fn build(
         }
         "CSVLogger" | "JSONLLogger" => {
             let config: LoggerConfig = cx.config()?;
-            let path = manifest.dir().join(&config.filename);
+            let path = manifest.output_path(&config.filename);
             let csv = builtin.name == "CSVLogger";
             if csv && (config.instance_id_key.is_some() || !config.instance_keys.is_empty()) {
                 return Err(cx.error(
@@ -219,7 +219,7 @@ pub fn build(
         }
         "TensorBoard" => {
             let config: TensorBoardConfig = cx.config()?;
-            Box::new(TensorBoard::new(manifest.dir().join(&config.log_dir)))
+            Box::new(TensorBoard::new(manifest.output_path(&config.log_dir)))
         }
         other => {
             return Err(Error::Internal(format!(

@@ -29,6 +29,34 @@ pub fn save_model(model: &ModelSlot, path: &Path) -> Result<()> {
     std::fs::rename(&temp, path).map_err(|e| Error::io(path, e))
 }
 
+/// Removes what a save killed mid-write left in `dir`: files named `<name>.tmp-<pid>` (see
+/// [`save_model`]), as the checkpoint store removes its temporaries when a run starts.
+/// Returns how many it removed.
+pub fn remove_save_leftovers(dir: &Path) -> Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_save_leftover(&name) && entry.path().is_file() {
+            std::fs::remove_file(entry.path()).map_err(|e| Error::io(entry.path(), e))?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// `lenet_best_ce.tmp-4242`: a temporary of [`save_model`].
+fn is_save_leftover(name: &str) -> bool {
+    name.rsplit_once(".tmp-").is_some_and(|(stem, pid)| {
+        !stem.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 /// `[[traces]] trace = "BestModelSaver"`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,6 +127,13 @@ impl HostTrace for BestModelSaver {
         ]
     }
 
+    fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        match self.path.parent() {
+            Some(dir) => remove_save_leftovers(dir).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
         let Some(value) = cx.data.get(&self.metric).and_then(Logged::as_f64) else {
             return Ok(());
@@ -142,6 +177,10 @@ impl HostTrace for BestModelSaver {
 
     fn state(&self) -> serde_json::Value {
         serde_json::json!({ "best": self.best, "since_best": self.since_best })
+    }
+
+    fn saved_models(&self) -> Vec<PathBuf> {
+        self.best.map(|_| self.path.clone()).into_iter().collect()
     }
 
     fn load_state(&mut self, state: serde_json::Value) -> std::result::Result<(), String> {
@@ -195,6 +234,10 @@ impl ModelSaver {
 }
 
 impl HostTrace for ModelSaver {
+    fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        remove_save_leftovers(&self.dir).map(|_| ())
+    }
+
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
         let epoch = cx.system.epoch_idx;
         if epoch % self.frequency != 0 {
@@ -216,6 +259,10 @@ impl HostTrace for ModelSaver {
 
     fn state(&self) -> serde_json::Value {
         serde_json::json!({ "saved": self.saved })
+    }
+
+    fn saved_models(&self) -> Vec<PathBuf> {
+        self.saved.last().cloned().into_iter().collect()
     }
 
     fn load_state(&mut self, state: serde_json::Value) -> std::result::Result<(), String> {
@@ -401,6 +448,10 @@ impl HostTrace for EpochLogger {
     }
 
     fn on_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        self.flush()
+    }
+
+    fn flush(&mut self) -> Result<()> {
         match &mut self.file {
             Some(OpenLog::Jsonl(file)) => file.flush(),
             _ => Ok(()),
@@ -469,9 +520,44 @@ impl HostTrace for TensorBoard {
     }
 
     fn on_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        self.flush()
+    }
+
+    fn flush(&mut self) -> Result<()> {
         for writer in self.writers.values_mut() {
             writer.flush()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_temporaries_of_a_save_are_leftovers() {
+        assert!(is_save_leftover("lenet_best_ce.tmp-4242"));
+        assert!(is_save_leftover("lenet_epoch_3.tmp-1"));
+        assert!(!is_save_leftover("lenet_best_ce.safetensors"));
+        assert!(!is_save_leftover("notes.tmp-draft"));
+        assert!(!is_save_leftover(".tmp-12"));
+        assert!(!is_save_leftover("x.tmp-"));
+    }
+
+    #[test]
+    fn leftovers_are_removed_and_saved_models_kept() {
+        let dir = std::env::temp_dir().join(format!("fe-save-leftovers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("lenet_best_ce.tmp-99999"), b"half").unwrap();
+        std::fs::write(dir.join("lenet_best_ce.safetensors"), b"whole").unwrap();
+        assert_eq!(remove_save_leftovers(&dir).unwrap(), 1);
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["lenet_best_ce.safetensors"]);
+        assert_eq!(remove_save_leftovers(&dir.join("missing")).unwrap(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

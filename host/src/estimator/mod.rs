@@ -77,6 +77,8 @@ pub struct Estimator {
     pub checkpointing: checkpointing::Checkpointing,
     /// Run the test epoch after training (when there is test data).
     pub test: bool,
+    /// Whether a signal asked the run to stop, read between steps.
+    pub stop: crate::stop::StopRequest,
     /// `run.log_dir`: the run log and the end-of-run plot go here.
     log_dir: Option<PathBuf>,
     /// The run's name in plots (the manifest's file stem).
@@ -195,6 +197,8 @@ impl Estimator {
                 .iter()
                 .map(crate::checkpoint::PluginRecord::of)
                 .collect::<Result<_>>()?,
+            fallback_dir: crate::checkpoint::default_root(manifest),
+            run_id: format!("{}-{}", crate::system::timestamp(), std::process::id()),
             ..Default::default()
         };
         let estimator = Self {
@@ -211,6 +215,7 @@ impl Estimator {
             schedule_changes,
             checkpointing,
             test: true,
+            stop: crate::stop::StopRequest::default(),
             log_dir: manifest.run.log_dir.clone(),
             name: manifest
                 .file
@@ -249,7 +254,9 @@ impl Estimator {
 
     fn fit_inner(&mut self) -> Result<()> {
         let start = Instant::now();
+        self.check_outputs()?;
         if let Some(config) = &self.checkpointing.config {
+            crate::checkpoint::check_owner(&config.dir, &self.checkpointing.run_id)?;
             crate::checkpoint::store::remove_leftovers(&config.dir)?;
         }
         if self.warmup {
@@ -282,19 +289,28 @@ impl Estimator {
             if train != Epoch::NoData {
                 self.train_seconds += started.elapsed().as_secs_f64();
             }
+            if train == Epoch::Interrupted {
+                return self.stopped();
+            }
             if train == Epoch::Stopped {
                 // Stopped inside training (a NaN loss, say): nothing of this epoch is kept.
                 break;
             }
             let eval = self.run_epoch(Mode::Eval, None)?;
             stopped = eval == Epoch::Stopped;
+            // A stop asked for during evaluation takes effect once it is done: a checkpoint
+            // can only be taken between training steps or at an epoch's end.
+            let interrupted = self.stop.agreed().is_some() && epoch < total && !stopped;
             let due = self
                 .checkpointing
                 .config
                 .as_ref()
                 .is_some_and(|c| policy::due_at_epoch_end(c, epoch, epoch == total || stopped));
-            if due {
+            if due || interrupted {
                 self.save_checkpoint(Cursor::EpochEnd { epoch })?;
+            }
+            if interrupted {
+                return self.stopped();
             }
         }
         if self.test && self.pipeline.has_mode(Mode::Test, total) {
@@ -306,6 +322,30 @@ impl Estimator {
         self.hooks(TraceHook::End)?;
         self.print_finish(start.elapsed().as_secs_f64());
         self.write_plot()
+    }
+
+    /// What must hold before the run writes its first file, so that a run refused at start
+    /// leaves nothing behind: there is data to train or evaluate on, and `run.log_dir` is not
+    /// a file.
+    fn check_outputs(&self) -> Result<()> {
+        let total = self.system.total_epochs;
+        if ![Mode::Train, Mode::Eval, Mode::Test]
+            .iter()
+            .any(|&mode| self.pipeline.has_mode(mode, total))
+        {
+            return Err(Error::Usage(
+                "the manifest has no dataset in any mode ([pipeline.data.train], .eval or .test): nothing to run".into(),
+            ));
+        }
+        if let Some(dir) = &self.log_dir {
+            if dir.exists() && !dir.is_dir() {
+                return Err(Error::Usage(format!(
+                    "run.log_dir: {} is a file, not a directory",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Plots every logged value against steps into `run.log_dir`, next to the run log.

@@ -88,6 +88,14 @@ pub trait HostTrace {
     fn on_end(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
         Ok(())
     }
+    /// Makes what it wrote durable now (a run stopped by a signal ends without `on_end`).
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The model files it saved and keeps (the savers), for the run's closing lines.
+    fn saved_models(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
     /// What a checkpoint must keep for the run to continue exactly (`Null`: nothing).
     fn state(&self) -> serde_json::Value {
         serde_json::Value::Null
@@ -241,6 +249,22 @@ impl TraceSlot {
                 };
                 trace.load_state(json)
             }
+        }
+    }
+
+    /// The model files a host trace saved and keeps.
+    pub fn saved_models(&self) -> Vec<std::path::PathBuf> {
+        match &self.kind {
+            TraceKind::Host(trace) => trace.saved_models(),
+            TraceKind::Plugin(_) => Vec::new(),
+        }
+    }
+
+    /// Flushes what a host trace wrote (plugin traces flush in their own hooks).
+    pub fn flush(&mut self) -> Result<()> {
+        match &mut self.kind {
+            TraceKind::Host(trace) => trace.flush(),
+            TraceKind::Plugin(_) => Ok(()),
         }
     }
 

@@ -49,6 +49,9 @@ pub struct Manifest {
     pub traces: Vec<Scheduled<ComponentSpec>>,
     /// `[checkpoint]`, when the manifest asks for checkpoints.
     pub checkpoint: Option<CheckpointConfig>,
+    /// Where every file a trace writes goes instead of the paths the manifest names (a smoke
+    /// run's temporary directory); `None`: where the manifest says.
+    pub outputs_into: Option<PathBuf>,
 }
 
 /// `[checkpoint]`, validated.
@@ -286,6 +289,48 @@ impl Manifest {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default()
+    }
+
+    /// Where a trace writes the output `configured` names (a file or directory, relative to
+    /// the manifest): there, or with [`Manifest::outputs_into`] set, at the same relative
+    /// place inside that directory.
+    pub fn output_path(&self, configured: &Path) -> PathBuf {
+        match &self.outputs_into {
+            None => self.dir().join(configured),
+            Some(root) => root.join(redirected(configured)),
+        }
+    }
+}
+
+/// `configured` as a relative path that stays inside the directory it is joined to: `..`
+/// becomes `up`, a root or prefix is dropped.
+fn redirected(configured: &Path) -> PathBuf {
+    use std::path::Component;
+    configured
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(part) => Some(part.to_os_string()),
+            Component::ParentDir => Some("up".into()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod output_tests {
+    use super::*;
+
+    #[test]
+    fn redirected_outputs_stay_inside_the_redirect() {
+        assert_eq!(
+            redirected(Path::new("../models/x")),
+            Path::new("up/models/x")
+        );
+        assert_eq!(
+            redirected(Path::new("/abs/log.csv")),
+            Path::new("abs/log.csv")
+        );
+        assert_eq!(redirected(Path::new("./tb")), Path::new("tb"));
     }
 }
 

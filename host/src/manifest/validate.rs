@@ -189,6 +189,7 @@ pub(super) fn validate(
         slicers,
         traces,
         checkpoint,
+        outputs_into: None,
     })
 }
 

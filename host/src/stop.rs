@@ -1,0 +1,127 @@
+//! Stopping a run on request: Ctrl-C (SIGINT) or SIGTERM (what SLURM and Kubernetes send
+//! before they preempt a job).
+//!
+//! The first signal only raises a flag. The fit loop reads it between steps, finishes the
+//! step it is in, writes a checkpoint through the normal crash-safe path, flushes its logs,
+//! says where to resume from and ends with [`EXIT_STOPPED`]. A second signal ends the process
+//! at once with the shell's code for it (130 for SIGINT, 143 for SIGTERM); the checkpoint
+//! store's atomic protocol means the last complete checkpoint is still there, and what a
+//! write in flight left is removed when the next run starts.
+//!
+//! The request is a flag read at step boundaries rather than an action taken inside the
+//! handler, so that a data-parallel run can agree on it: every rank reads its own flag after
+//! the same step and the ranks combine them (any rank asked to stop stops them all) before
+//! acting — [`StopRequest::agreed`] is the one place that combination goes.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Exit code of a run stopped by its first SIGINT or SIGTERM after it saved a checkpoint
+/// (BSD's `EX_TEMPFAIL`: try again, here with `--resume`).
+pub const EXIT_STOPPED: u8 = 75;
+
+/// Signals received since [`install`]: 0, or the signal number of the first in the low byte
+/// and the count above it.
+static RECEIVED: AtomicU32 = AtomicU32::new(0);
+
+/// The signal that asks a run to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Ctrl-C.
+    Interrupt,
+    /// A scheduler's polite kill.
+    Terminate,
+}
+
+impl Signal {
+    /// `SIGINT` or `SIGTERM`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Interrupt => "SIGINT",
+            Signal::Terminate => "SIGTERM",
+        }
+    }
+
+    fn from_number(number: u32) -> Option<Self> {
+        match number as libc::c_int {
+            libc::SIGINT => Some(Signal::Interrupt),
+            libc::SIGTERM => Some(Signal::Terminate),
+            _ => None,
+        }
+    }
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    let before = RECEIVED.fetch_add(1 << 8, Ordering::SeqCst);
+    if before == 0 {
+        RECEIVED.fetch_or(signal as u32 & 0xff, Ordering::SeqCst);
+        let note = b"\nfe-host: stopping after this step (a checkpoint is saved); signal again to stop at once\n";
+        // SAFETY: write(2) is async-signal-safe; the buffer is static.
+        unsafe {
+            libc::write(2, note.as_ptr().cast(), note.len());
+        }
+        return;
+    }
+    let note = b"\nfe-host: stopped at once; the last complete checkpoint is kept\n";
+    // SAFETY: write(2) and _exit(2) are async-signal-safe.
+    unsafe {
+        libc::write(2, note.as_ptr().cast(), note.len());
+        libc::_exit(128 + signal);
+    }
+}
+
+/// Routes SIGINT and SIGTERM to the stop flag for the rest of the process.
+pub fn install() {
+    // SAFETY: the handler only touches an atomic and calls async-signal-safe functions.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SA_RESTART: a signal must not make a file write or a read of the data fail.
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
+}
+
+/// The signal that asked this process to stop, if one did.
+pub fn received() -> Option<Signal> {
+    Signal::from_number(RECEIVED.load(Ordering::Relaxed) & 0xff)
+}
+
+/// The stop decision the fit loop takes between steps.
+#[derive(Debug, Default)]
+pub struct StopRequest {
+    /// Set once the run decided to stop; later checks then cost nothing.
+    pub decided: Option<Signal>,
+}
+
+impl StopRequest {
+    /// Whether the run stops after the step that just ended. One relaxed atomic load: cheap
+    /// enough for every step. In a data-parallel run this is where the ranks' flags are
+    /// combined (a max all-reduce), so that all of them stop after the same step.
+    pub fn agreed(&mut self) -> Option<Signal> {
+        if self.decided.is_none() {
+            self.decided = received();
+        }
+        self.decided
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_numbers_map_to_their_names() {
+        assert_eq!(
+            Signal::from_number(libc::SIGINT as u32),
+            Some(Signal::Interrupt)
+        );
+        assert_eq!(
+            Signal::from_number(libc::SIGTERM as u32).map(Signal::name),
+            Some("SIGTERM")
+        );
+        assert_eq!(Signal::from_number(0), None);
+        assert_eq!(StopRequest::default().agreed(), None);
+    }
+}

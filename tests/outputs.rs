@@ -1,0 +1,240 @@
+//! Nothing a run does by accident overwrites or loses another run's files: smoke runs write
+//! only into their temporary directory, checkpoint folders belong to the run that wrote them,
+//! a run that fails at start leaves nothing behind.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::util::{fe_host, lenet_manifest, Run, TempDir};
+
+/// Every output a manifest can name: run log and plot, both savers, both loggers,
+/// TensorBoard and checkpoints, all under `out/`.
+fn writing_everything() -> String {
+    lenet_manifest(
+        1,
+        r#"
+[[traces]]
+trace = "BestModelSaver"
+model = "lenet"
+save_dir = "out/best"
+
+[[traces]]
+trace = "ModelSaver"
+model = "lenet"
+save_dir = "out/every"
+
+[[traces]]
+trace = "CSVLogger"
+filename = "out/logs/log.csv"
+
+[[traces]]
+trace = "JSONLLogger"
+filename = "out/logs/log.jsonl"
+
+[[traces]]
+trace = "TensorBoard"
+log_dir = "out/tb"
+
+[checkpoint]
+dir = "out/ckpt"
+every_epochs = 1
+"#,
+    )
+    .replace(
+        "log_steps = 50",
+        "log_steps = 20\ntrain_steps_per_epoch = 30\neval_steps_per_epoch = 3\nlog_dir = \"out/run\"",
+    )
+}
+
+/// sha256 of every file under `dir`, by relative path.
+fn hashes(dir: &Path) -> BTreeMap<PathBuf, String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                let relative = path.strip_prefix(root).unwrap().to_path_buf();
+                out.insert(relative, fe_host::checkpoint::store::sha256_hex(&bytes));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn run_in(dir: &Path, args: &[&str]) -> Run {
+    fe_host()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+        .into()
+}
+
+#[test]
+fn a_smoke_run_leaves_every_file_of_a_finished_run_byte_identical() {
+    let temp = TempDir::new("smoke-isolation");
+    let dir = temp.path();
+    std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
+    let finished = run_in(dir, &["run", "m.toml", "-q"]);
+    assert_eq!(finished.code, 0, "{}", finished.stderr);
+    let before = hashes(dir);
+    for expected in [
+        "out/run/log.jsonl",
+        "out/run/metrics.svg",
+        "out/best/lenet_best_ce.safetensors",
+        "out/every/lenet_epoch_1.safetensors",
+        "out/logs/log.csv",
+        "out/logs/log.jsonl",
+    ] {
+        assert!(
+            before.contains_key(Path::new(expected)),
+            "{expected} missing: {before:?}"
+        );
+    }
+    assert!(
+        before.keys().any(|p| p.starts_with("out/tb/train")),
+        "{before:?}"
+    );
+    assert!(
+        before.keys().any(|p| p.starts_with("out/ckpt")),
+        "{before:?}"
+    );
+
+    let smoke = run_in(dir, &["run", "m.toml", "--smoke"]);
+    assert_eq!(smoke.code, 0, "{}", smoke.stderr);
+    assert_contains!(smoke.stdout, "fe-host smoke: ok");
+    assert_eq!(
+        hashes(dir),
+        before,
+        "a smoke run changed the finished run's files"
+    );
+
+    // `--keep` leaves what it wrote, every output in its own directory, and says where.
+    let kept = run_in(dir, &["run", "m.toml", "--smoke", "--keep"]);
+    assert_eq!(kept.code, 0, "{}", kept.stderr);
+    assert_eq!(
+        hashes(dir),
+        before,
+        "a smoke run changed the finished run's files"
+    );
+    let line = kept
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("fe-host smoke: kept everything it wrote in "))
+        .unwrap_or_else(|| panic!("no kept line:\n{}", kept.stdout));
+    let smoke_dir = PathBuf::from(line);
+    let written = hashes(&smoke_dir);
+    let _ = std::fs::remove_dir_all(&smoke_dir);
+    for expected in [
+        "log/log.jsonl",
+        "log/metrics.svg",
+        "outputs/out/best/lenet_best_ce.safetensors",
+        "outputs/out/logs/log.csv",
+    ] {
+        assert!(
+            written.contains_key(Path::new(expected)),
+            "{expected} missing: {written:?}"
+        );
+    }
+    assert!(
+        written.keys().any(|p| p.starts_with("checkpoints")),
+        "{written:?}"
+    );
+    assert!(
+        written.keys().any(|p| p.starts_with("outputs/out/tb")),
+        "{written:?}"
+    );
+}
+
+/// Names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_new_run_never_writes_into_another_runs_checkpoint_folder() {
+    let temp = TempDir::new("ckpt-owner");
+    let dir = temp.path();
+    std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
+    let first = run_in(dir, &["run", "m.toml", "-q"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    // A best-model save killed mid-write left its temporary behind.
+    std::fs::write(
+        dir.join("out/best/lenet_best_ce.tmp-999999"),
+        b"half a file",
+    )
+    .unwrap();
+    let before = hashes(dir);
+
+    let second = crate::util::run_failing(&["run", &dir.join("m.toml").to_string_lossy()], 6);
+    assert_contains!(second.stderr, &dir.join("out/ckpt").display().to_string());
+    assert_contains!(second.stderr, "holds checkpoints of another run (ckpt-30)");
+    assert_contains!(second.stderr, "--resume");
+    assert_eq!(hashes(dir), before, "a refused run changed files");
+
+    // The run the folder belongs to goes on; it cleans the save's temporary at start and
+    // keeps its own checkpoints.
+    let resumed = run_in(dir, &["run", "m.toml", "-q", "--resume", "--epochs", "2"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(!dir.join("out/best/lenet_best_ce.tmp-999999").exists());
+    assert_eq!(
+        names(&dir.join("out/ckpt")),
+        ["ckpt-30", "ckpt-60", "latest"]
+    );
+}
+
+#[test]
+fn resume_never_falls_back_to_another_runs_checkpoint() {
+    let temp = TempDir::new("ckpt-fallback");
+    let (a, b) = (temp.path().join("a"), temp.path().join("b"));
+    for dir in [&a, &b] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
+        let out = run_in(dir, &["run", "m.toml", "-q"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    // b's checkpoint lands in a's folder, and a's `latest` names a checkpoint that is gone.
+    let status = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(b.join("out/ckpt/ckpt-30"))
+        .arg(a.join("out/ckpt/other-30"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(a.join("out/ckpt/latest"), "ckpt-90\n").unwrap();
+    let out = run_in(&a, &["run", "m.toml", "-q", "--resume"]);
+    assert_eq!(out.code, 6, "{}", out.stderr);
+    assert_contains!(out.stderr, "holds checkpoints of more than one run");
+}
+
+#[test]
+fn a_run_refused_at_start_leaves_nothing_behind() {
+    let temp = TempDir::new("refused-start");
+    let dir = temp.path();
+    // No dataset in any mode.
+    let text = writing_everything();
+    let start = text.find("[pipeline.data.train]").unwrap();
+    let end = text.find("[[pipeline.ops]]").unwrap();
+    let no_data = format!("{}{}", &text[..start], &text[end..]);
+    std::fs::write(dir.join("m.toml"), no_data).unwrap();
+    let out = crate::util::run_failing(&["run", &dir.join("m.toml").to_string_lossy()], 2);
+    assert_contains!(out.stderr, "no dataset");
+    assert_eq!(names(dir), ["m.toml"]);
+
+    // `run.log_dir` naming a file: refused before the CSV logger creates its file.
+    std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    std::fs::write(dir.join("out/run"), "a file").unwrap();
+    let out = crate::util::run_failing(&["run", &dir.join("m.toml").to_string_lossy()], 2);
+    assert_contains!(out.stderr, "run.log_dir");
+    assert_eq!(names(&dir.join("out")), ["run"]);
+}

@@ -1,0 +1,252 @@
+//! Ctrl-C and SIGTERM with real signals sent to the real binary: the first stops after the
+//! current step with a checkpoint the run resumes from to the weights of an uninterrupted run,
+//! bit for bit; a second stops at once and leaves the last complete checkpoint. No sleeps:
+//! each signal is sent once a line proves the run got where the test needs it.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::util::{fe_host, lenet_manifest, Run, TempDir};
+
+const STEPS_PER_EPOCH: u64 = 25;
+
+fn manifest(extra: &str) -> String {
+    lenet_manifest(2, extra)
+        .replace(
+            "architecture = \"LeNet\"",
+            "architecture = \"MLP\"\ninputs = 784\nhidden = [32]\nsoftmax = true",
+        )
+        .replace(
+            "log_steps = 50",
+            "log_steps = 1\ntrain_steps_per_epoch = 25\neval_steps_per_epoch = 2",
+        )
+}
+
+/// Kills `pid` if the test has not finished with it after `seconds`: a hung run fails the
+/// test instead of hanging the suite.
+fn watchdog(pid: u32, seconds: u64) -> mpsc::Sender<()> {
+    let (done, wait) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if wait.recv_timeout(Duration::from_secs(seconds)).is_err() {
+            // SAFETY: kill(2) with a pid this test spawned.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    });
+    done
+}
+
+/// Reads `stream` line by line on a thread, reporting the first line containing `needle`
+/// and collecting all of it.
+fn watch(
+    stream: impl Read + Send + 'static,
+    needle: &'static str,
+) -> (mpsc::Receiver<()>, std::thread::JoinHandle<String>) {
+    let (seen, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(needle) {
+                let _ = seen.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    (rx, reader)
+}
+
+fn signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) with a pid this test spawned and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+}
+
+fn run_in(dir: &Path, args: &[&str]) -> Run {
+    fe_host()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+        .into()
+}
+
+fn weights(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join("weights/lenet.safetensors")).unwrap()
+}
+
+fn stop_and_resume(name: &str, sig: libc::c_int) {
+    let temp = TempDir::new(&format!("stop-{name}"));
+    let dir = temp.path().join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("m.toml"),
+        manifest("\n[checkpoint]\ndir = \"ckpt\"\nevery_epochs = 1\nkeep_last = 2\n"),
+    )
+    .unwrap();
+    // Far more epochs than the test waits for: the run is certainly training when signalled.
+    let mut child = fe_host()
+        .current_dir(&dir)
+        .args([
+            "run",
+            "m.toml",
+            "--epochs",
+            "1000",
+            "--save-weights",
+            "weights",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let done = watchdog(child.id(), 600);
+    let (training, stdout) = watch(child.stdout.take().unwrap(), "fe-host train: step:");
+    training.recv().expect("the run printed no training step");
+    signal(&child, sig);
+    let (_, stderr) = watch(child.stderr.take().unwrap(), "\u{0}");
+    let status = child.wait().unwrap();
+    let _ = done.send(());
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    assert_eq!(
+        status.code(),
+        Some(75),
+        "{name}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("fe-host stopped: "))
+        .unwrap_or_else(|| panic!("no stop line:\n{stderr}"));
+    assert_contains!(line, &format!("fe-host stopped: {name} after step "));
+    assert_contains!(line, "; continue with: fe-host run m.toml --resume");
+    assert!(!stderr.contains("error:"), "{stderr}");
+    let step: u64 = line["fe-host stopped: ".len() + name.len() + " after step ".len()..]
+        .split(';')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no step in {line}"));
+    assert_contains!(line, &format!("ckpt/ckpt-{step}; "));
+    let verify = run_in(&dir, &["checkpoint", "verify", "ckpt"]);
+    assert_eq!(verify.code, 0, "{}", verify.stderr);
+    assert_contains!(verify.stdout, &format!("step {step}, inside epoch"));
+
+    // Resume to the end of the epoch after the one it stopped in, and compare with a run
+    // that went there without a stop.
+    let epochs = (step.div_ceil(STEPS_PER_EPOCH) + 1).to_string();
+    let resumed = run_in(
+        &dir,
+        &[
+            "run",
+            "m.toml",
+            "-q",
+            "--resume",
+            "--epochs",
+            &epochs,
+            "--save-weights",
+            "weights",
+        ],
+    );
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let reference = temp.path().join("reference");
+    std::fs::create_dir_all(&reference).unwrap();
+    std::fs::write(reference.join("m.toml"), manifest("")).unwrap();
+    let uninterrupted = run_in(
+        &reference,
+        &[
+            "run",
+            "m.toml",
+            "-q",
+            "--epochs",
+            &epochs,
+            "--save-weights",
+            "weights",
+        ],
+    );
+    assert_eq!(uninterrupted.code, 0, "{}", uninterrupted.stderr);
+    assert!(
+        weights(&dir) == weights(&reference),
+        "{name}: stopped at step {step} and resumed to epoch {epochs}, the weights differ from an uninterrupted run"
+    );
+}
+
+#[test]
+fn sigint_saves_a_checkpoint_the_run_resumes_from_bit_for_bit() {
+    stop_and_resume("SIGINT", libc::SIGINT);
+}
+
+#[test]
+fn sigterm_saves_a_checkpoint_the_run_resumes_from_bit_for_bit() {
+    stop_and_resume("SIGTERM", libc::SIGTERM);
+}
+
+#[test]
+fn a_run_without_checkpoint_settings_saves_where_resume_looks() {
+    let temp = TempDir::new("stop-default-root");
+    let dir = temp.path();
+    std::fs::write(dir.join("m.toml"), manifest("")).unwrap();
+    let mut child = fe_host()
+        .current_dir(dir)
+        .args(["run", "m.toml", "--epochs", "1000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let done = watchdog(child.id(), 600);
+    let (training, stdout) = watch(child.stdout.take().unwrap(), "fe-host train: step:");
+    training.recv().expect("the run printed no training step");
+    signal(&child, libc::SIGINT);
+    let output = child.wait_with_output().unwrap();
+    let _ = done.send(());
+    let _ = stdout.join();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
+    assert_contains!(stderr, "checkpoints/ckpt-");
+    let verify = run_in(dir, &["checkpoint", "verify", "checkpoints"]);
+    assert_eq!(verify.code, 0, "{}", verify.stderr);
+}
+
+#[test]
+fn a_second_sigint_stops_at_once_keeping_the_last_complete_checkpoint() {
+    let temp = TempDir::new("stop-twice");
+    let dir = temp.path();
+    // Steps long enough (a wide MLP, big batches) that the second signal lands while the
+    // first is still finishing its step; a checkpoint every two steps.
+    let text = manifest("\n[checkpoint]\ndir = \"ckpt\"\nevery_steps = 2\nkeep_last = 1\n")
+        .replace("hidden = [32]", "hidden = [1024, 1024]")
+        .replace("batch_size = 32", "batch_size = 512");
+    std::fs::write(dir.join("m.toml"), text).unwrap();
+    let mut child = fe_host()
+        .current_dir(dir)
+        .args(["run", "m.toml", "--epochs", "1000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let done = watchdog(child.id(), 600);
+    // Step 3 is under way once step 2 (and its checkpoint snapshot) is logged.
+    let (training, stdout) = watch(child.stdout.take().unwrap(), "fe-host train: step: 3;");
+    training.recv().expect("the run printed no third step");
+    let (stopping, stderr) = watch(
+        child.stderr.take().unwrap(),
+        "fe-host: stopping after this step",
+    );
+    signal(&child, libc::SIGINT);
+    stopping
+        .recv()
+        .expect("the first SIGINT was not acknowledged");
+    signal(&child, libc::SIGINT);
+    let status = child.wait().unwrap();
+    let _ = done.send(());
+    let (_, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert_contains!(
+        stderr,
+        "fe-host: stopped at once; the last complete checkpoint is kept"
+    );
+    let verify = run_in(dir, &["checkpoint", "verify", "ckpt"]);
+    assert_eq!(verify.code, 0, "{}", verify.stderr);
+    let resumed = run_in(dir, &["run", "m.toml", "-q", "--resume", "--epochs", "1"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+}
