@@ -47,4 +47,26 @@ fn compile_shim(lib_dir: &Path) {
         .file("csrc/shim.cpp")
         .file("csrc/torchscript.cpp")
         .compile("fe_shim");
+    compile_dist(&include, abi.trim());
+}
+
+/// The c10d shim (csrc/dist.cpp). ProcessGroupGloo.hpp declares itself only with
+/// `USE_C10D_GLOO` and includes gloo's headers, which the wheel does not ship; scripts/env.sh
+/// installs Debian's libgloo-dev for them (the implementation itself is inside libtorch_cpu).
+fn compile_dist(include: &Path, abi: &str) {
+    println!("cargo:rerun-if-changed=csrc/dist.cpp");
+    if !Path::new("/usr/include/gloo/config.h").exists() {
+        println!("cargo:warning=gloo headers (/usr/include/gloo) are missing: run scripts/env.sh, which installs libgloo-dev");
+    }
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .define("USE_C10D_GLOO", None)
+        .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
+        .file("csrc/dist.cpp")
+        .compile("fe_dist");
 }

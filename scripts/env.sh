@@ -40,4 +40,21 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 )
 
+# c10d's ProcessGroupGloo.hpp (host/csrc/dist.cpp) includes gloo's headers, which the torch
+# wheel does not ship; Debian's libgloo-dev has them (the implementation is in libtorch_cpu.so).
+ensure_gloo_headers() (
+set -euo pipefail
+[ -f /usr/include/gloo/config.h ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "fe-host setup: installing libgloo-dev (gloo's headers, for the c10d process group) with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq libgloo-dev >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null && apt-get install -y -qq libgloo-dev >/dev/null; }
+else
+    echo "fe-host setup: gloo's headers (/usr/include/gloo) are missing; install Debian's libgloo-dev as root (apt-get install libgloo-dev)" >&2
+    exit 1
+fi
+)
+
 ensure_libtorch
+ensure_gloo_headers

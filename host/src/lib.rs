@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod datagen;
 pub mod device;
+pub mod dist;
 pub mod error;
 pub mod estimator;
 pub mod manifest;

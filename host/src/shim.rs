@@ -93,7 +93,7 @@ pub fn cuda_versions() -> Result<(i64, i64), String> {
 }
 
 /// Turns a message returned by the shim into a `Result`.
-fn check(error: *mut c_char) -> Result<(), String> {
+pub(crate) fn check(error: *mut c_char) -> Result<(), String> {
     if error.is_null() {
         return Ok(());
     }

@@ -104,6 +104,8 @@ pub struct RunConfig {
     pub log_dir: Option<PathBuf>,
     /// How evaluation losses are averaged.
     pub eval_loss: schema::EvalLoss,
+    /// How long a data-parallel rank waits for the others.
+    pub process_group_timeout: std::time::Duration,
 }
 
 /// `[plugins]`, with paths resolved against the manifest's directory.

@@ -111,6 +111,10 @@ pub struct RawRun {
     /// same) or `per_batch` (FastEstimator's mean of batch means).
     #[serde(default)]
     pub eval_loss: EvalLoss,
+    /// Seconds a data-parallel rank waits for the others (rendezvous and every collective)
+    /// before giving up, naming what it waited for; torch.distributed's 1800 when absent.
+    #[serde(default)]
+    pub process_group_timeout: Option<u64>,
 }
 
 /// How evaluation losses are averaged over an epoch.
@@ -144,6 +148,7 @@ impl Default for RawRun {
             eval_log_steps: Vec::new(),
             log_dir: None,
             eval_loss: EvalLoss::PerSample,
+            process_group_timeout: None,
         }
     }
 }

@@ -109,3 +109,22 @@ fn scheduled_components_and_batch_sizes_are_checked() {
     );
     assert!(message(&skipping).contains("every epoch needs a batch size"));
 }
+
+#[test]
+fn process_group_timeout_is_seconds_and_at_least_one() {
+    assert_eq!(
+        parse(MINIMAL).unwrap().run.process_group_timeout,
+        crate::dist::env::DEFAULT_TIMEOUT
+    );
+    let m = parse(&format!("[run]\nprocess_group_timeout = 30\n{MINIMAL}")).unwrap();
+    assert_eq!(
+        m.run.process_group_timeout,
+        std::time::Duration::from_secs(30)
+    );
+    let msg = message(&format!("[run]\nprocess_group_timeout = 0\n{MINIMAL}"));
+    assert!(
+        msg.starts_with("m.toml:2:")
+            && msg.contains("run.process_group_timeout: must be at least 1"),
+        "{msg}"
+    );
+}

@@ -171,6 +171,7 @@ pub(super) fn validate(
             eval_log_steps: raw.run.eval_log_steps.clone(),
             log_dir: raw.run.log_dir.as_ref().map(|d| dir.join(d)),
             eval_loss: raw.run.eval_loss,
+            process_group_timeout: process_group_timeout(raw.run.process_group_timeout, problems),
         },
         plugins,
         pipeline: PipelineConfig {
@@ -421,4 +422,20 @@ fn datasets(data: BTreeMap<String, Value>, problems: &mut Vec<Problem>) -> Vec<D
         }
     }
     out
+}
+
+/// `run.process_group_timeout` in seconds: at least one (a zero timeout would fail every
+/// collective at once); torch.distributed's default when absent.
+fn process_group_timeout(seconds: Option<u64>, problems: &mut Vec<Problem>) -> std::time::Duration {
+    match seconds {
+        None => crate::dist::env::DEFAULT_TIMEOUT,
+        Some(0) => {
+            problems.push(Problem::new(
+                KeyPath::root("run").key("process_group_timeout"),
+                "must be at least 1 (seconds)",
+            ));
+            crate::dist::env::DEFAULT_TIMEOUT
+        }
+        Some(seconds) => std::time::Duration::from_secs(seconds),
+    }
 }

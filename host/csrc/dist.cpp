@@ -1,0 +1,188 @@
+// fe-host's shim over libtorch's c10d: a TCPStore rendezvous and a Gloo process group, with the
+// few collectives data-parallel training needs. The implementation is libtorch's own (inside
+// libtorch_cpu.so); only the declarations come from headers (c10d's from the wheel, gloo's from
+// Debian's libgloo-dev, which ProcessGroupGloo.hpp includes). Every entry point catches
+// exceptions and returns an error message (malloc'd, freed by the caller) or NULL, so a lost
+// peer or a timeout becomes a Rust error, never an abort.
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+char *dist_error(const std::string &message) {
+    auto first_line = message.substr(0, message.find('\n'));
+    char *out = static_cast<char *>(std::malloc(first_line.size() + 1));
+    if (out != nullptr) {
+        std::memcpy(out, first_line.c_str(), first_line.size() + 1);
+    }
+    return out;
+}
+
+#define FE_DIST_GUARD(...)                                                                         \
+    try {                                                                                          \
+        __VA_ARGS__;                                                                               \
+        return nullptr;                                                                            \
+    } catch (const std::exception &e) {                                                            \
+        return dist_error(e.what());                                                               \
+    } catch (...) {                                                                                \
+        return dist_error("unknown C++ exception");                                                \
+    }
+
+// One rank's membership: the store (kept alive for the group's lifetime) and the group.
+struct Group {
+    c10::intrusive_ptr<c10d::Store> store;
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+    std::chrono::milliseconds timeout;
+};
+
+// Buckets of at most this many bytes: DDP's default (25 MiB) keeps peak extra memory bounded
+// while still sending few, large messages.
+constexpr int64_t kBucketBytes = 25 * 1024 * 1024;
+
+void wait(Group &group, const c10::intrusive_ptr<c10d::Work> &work) {
+    work->wait(group.timeout);
+}
+
+// Runs `collective` on flat buckets of `tensors` (same dtype within a bucket), then copies the
+// results back into the tensors in place.
+template <typename Collective>
+void bucketed(Group &group, at::Tensor **tensors, int count, Collective collective) {
+    int start = 0;
+    while (start < count) {
+        auto dtype = tensors[start]->scalar_type();
+        int64_t bytes = 0;
+        int end = start;
+        while (end < count && tensors[end]->scalar_type() == dtype &&
+               (end == start || bytes + tensors[end]->nbytes() <= kBucketBytes)) {
+            bytes += tensors[end]->nbytes();
+            ++end;
+        }
+        std::vector<at::Tensor> parts;
+        parts.reserve(end - start);
+        for (int i = start; i < end; ++i) {
+            parts.push_back(tensors[i]->detach().reshape({-1}));
+        }
+        std::vector<at::Tensor> flat{at::cat(parts)};
+        wait(group, collective(flat));
+        int64_t offset = 0;
+        for (int i = start; i < end; ++i) {
+            auto n = tensors[i]->numel();
+            tensors[i]->detach().copy_(flat[0].narrow(0, offset, n).view(tensors[i]->sizes()));
+            offset += n;
+        }
+        start = end;
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// Joins the group `rank` of `world` through the TCPStore at host:port. `is_server`: this rank
+// hosts the store (rank 0 when nobody else does; under torchrun the agent already does).
+// `device_mode`: 0 = bind gloo to `device_name` as an address, 1 = as an interface name,
+// 2 = the default device (this host's resolved name, else loopback). `prefix` keeps the keys of
+// separate attempts (elastic restarts) apart on a store that outlives them.
+char *fe_dist_join(const char *host, int port, int rank, int world, bool is_server,
+                   const char *prefix, int64_t timeout_ms, int device_mode,
+                   const char *device_name, void **out) {
+    FE_DIST_GUARD({
+        auto timeout = std::chrono::milliseconds(timeout_ms);
+        c10d::TCPStoreOptions options;
+        options.port = static_cast<std::uint16_t>(port);
+        options.isServer = is_server;
+        options.numWorkers = is_server ? std::optional<std::size_t>(world) : std::nullopt;
+        options.waitWorkers = false;
+        options.timeout = timeout;
+        auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), options);
+        auto store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), tcp);
+        auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+        if (device_mode == 0) {
+            gloo_options->devices.push_back(
+                c10d::ProcessGroupGloo::createDeviceForHostname(device_name));
+        } else if (device_mode == 1) {
+            gloo_options->devices.push_back(
+                c10d::ProcessGroupGloo::createDeviceForInterface(device_name));
+        } else {
+            gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+        }
+        auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, gloo_options);
+        *out = new Group{store, gloo, timeout};
+    })
+}
+
+void fe_dist_free(void *group) { delete static_cast<Group *>(group); }
+
+// Sums (op 0), or takes the maximum (op 1) of, `tensors` across ranks, in place, in flat buckets.
+char *fe_dist_all_reduce(void *handle, at::Tensor **tensors, int count, int op) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        c10d::AllreduceOptions options;
+        options.reduceOp = op == 1 ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+        options.timeout = group.timeout;
+        bucketed(group, tensors, count, [&](std::vector<at::Tensor> &flat) {
+            return group.gloo->allreduce(flat, options);
+        });
+    })
+}
+
+// Overwrites `tensors` on every rank with rank `root`'s values, in flat buckets.
+char *fe_dist_broadcast(void *handle, at::Tensor **tensors, int count, int root) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        c10d::BroadcastOptions options;
+        options.rootRank = root;
+        options.timeout = group.timeout;
+        bucketed(group, tensors, count, [&](std::vector<at::Tensor> &flat) {
+            return group.gloo->broadcast(flat, options);
+        });
+    })
+}
+
+// Every rank's `input` (same shape and dtype on all ranks), stacked along a new first dimension
+// in rank order, written to `*out`.
+char *fe_dist_all_gather(void *handle, at::Tensor *input, at::Tensor **out) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        auto world = group.gloo->getSize();
+        auto local = input->detach().contiguous();
+        std::vector<at::Tensor> outputs;
+        outputs.reserve(world);
+        for (int i = 0; i < world; ++i) {
+            outputs.push_back(at::empty_like(local));
+        }
+        std::vector<std::vector<at::Tensor>> output_lists{outputs};
+        std::vector<at::Tensor> inputs{local};
+        c10d::AllgatherOptions options;
+        options.timeout = group.timeout;
+        wait(group, group.gloo->allgather(output_lists, inputs, options));
+        *out = new at::Tensor(at::stack(output_lists[0]));
+    })
+}
+
+// Waits until every rank arrives. With `monitored`, rank 0 names the ranks that did not arrive
+// within the timeout (gloo's monitored barrier) instead of a bare timeout.
+char *fe_dist_barrier(void *handle, bool monitored) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        c10d::BarrierOptions options;
+        options.timeout = group.timeout;
+        if (monitored) {
+            group.gloo->monitoredBarrier(options, false);
+        } else {
+            wait(group, group.gloo->barrier(options));
+        }
+    })
+}
+
+}  // extern "C"

@@ -1,0 +1,250 @@
+//! torchrun's environment contract: which rank this process is, of how many, and where the
+//! rendezvous store is. The same variables come from SLURM wrappers and Kubeflow's PyTorchJob.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Where and as whom this process joins the group, read from the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    /// This process's rank in `0..world`.
+    pub rank: usize,
+    /// How many processes train together.
+    pub world: usize,
+    /// This process's rank on its machine (its GPU index under NCCL).
+    pub local_rank: usize,
+    /// How many ranks run on this machine.
+    pub local_world: usize,
+    /// The rendezvous store's host.
+    pub master_addr: String,
+    /// The rendezvous store's port.
+    pub master_port: u16,
+    /// Whether this process hosts the store: rank 0, unless torchrun's agent already does.
+    pub hosts_store: bool,
+    /// Store key prefix: separates elastic restart attempts on an agent store that outlives them.
+    pub store_prefix: String,
+    /// Which network device gloo binds to.
+    pub gloo_device: GlooDevice,
+}
+
+/// The network device gloo binds to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GlooDevice {
+    /// An address (loopback when every rank is on this machine).
+    Address(String),
+    /// A named interface (`GLOO_SOCKET_IFNAME`).
+    Interface(String),
+    /// This host's resolved name, falling back to loopback (libtorch's default).
+    Default,
+}
+
+/// The variables a rank needs; `RANK` or `WORLD_SIZE` being set means "join a group".
+const REQUIRED: [&str; 4] = ["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"];
+
+/// The membership described by `vars` (the process environment), `None` for a single process,
+/// or an error naming the variable that is missing or malformed.
+pub fn membership(vars: &HashMap<String, String>) -> Result<Option<Membership>, String> {
+    if !vars.contains_key("RANK") && !vars.contains_key("WORLD_SIZE") {
+        return Ok(None);
+    }
+    for name in REQUIRED {
+        if !vars.contains_key(name) {
+            return Err(format!(
+                "environment variable {name} is not set, but RANK/WORLD_SIZE are: a data-parallel \
+                 rank needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun sets them all)"
+            ));
+        }
+    }
+    let number = |name: &str| -> Result<usize, String> {
+        let text = vars.get(name).map(String::as_str).unwrap_or_default();
+        text.trim().parse::<usize>().map_err(|_| {
+            format!("environment variable {name}={text:?} is not a non-negative integer")
+        })
+    };
+    let rank = number("RANK")?;
+    let world = number("WORLD_SIZE")?;
+    if world == 0 || rank >= world {
+        return Err(format!(
+            "environment variables RANK={rank} and WORLD_SIZE={world} do not fit: RANK must be below WORLD_SIZE"
+        ));
+    }
+    let local_rank = if vars.contains_key("LOCAL_RANK") {
+        number("LOCAL_RANK")?
+    } else {
+        rank
+    };
+    let local_world = if vars.contains_key("LOCAL_WORLD_SIZE") {
+        number("LOCAL_WORLD_SIZE")?
+    } else {
+        world
+    };
+    let port_text = vars
+        .get("MASTER_PORT")
+        .map(String::as_str)
+        .unwrap_or_default();
+    let master_port = port_text
+        .trim()
+        .parse::<u16>()
+        .ok()
+        .filter(|port| *port != 0)
+        .ok_or_else(|| {
+            format!("environment variable MASTER_PORT={port_text:?} is not a port (1-65535)")
+        })?;
+    let master_addr = vars.get("MASTER_ADDR").cloned().unwrap_or_default();
+    if master_addr.trim().is_empty() {
+        return Err("environment variable MASTER_ADDR is empty".to_owned());
+    }
+    let agent_store = vars.get("TORCHELASTIC_USE_AGENT_STORE").map(String::as_str) == Some("True");
+    let attempt = vars
+        .get("TORCHELASTIC_RESTART_COUNT")
+        .map(String::as_str)
+        .unwrap_or("0");
+    let gloo_device = match vars.get("GLOO_SOCKET_IFNAME") {
+        Some(interface) if !interface.is_empty() => GlooDevice::Interface(interface.clone()),
+        _ if is_loopback(&master_addr) => GlooDevice::Address("127.0.0.1".to_owned()),
+        _ => GlooDevice::Default,
+    };
+    Ok(Some(Membership {
+        rank,
+        world,
+        local_rank,
+        local_world,
+        master_addr,
+        master_port,
+        hosts_store: rank == 0 && !agent_store,
+        // The prefix torch.distributed uses on an agent store, so keys of a failed attempt
+        // never satisfy a wait of the next.
+        store_prefix: format!("/worker/attempt_{attempt}"),
+        gloo_device,
+    }))
+}
+
+/// Refuses an environment that makes this process one rank of several (torchrun's variables):
+/// it would train alone and write the same outputs as its siblings. The training loop does not
+/// join the process group yet, so until it does this is the honest answer.
+pub fn refuse_several_ranks(vars: &HashMap<String, String>) -> Result<(), String> {
+    match membership(vars)? {
+        Some(m) if m.world > 1 => Err(format!(
+            "started as rank {} of {} (RANK/WORLD_SIZE are set, as torchrun does), but `fe-host run` \
+             does not train data-parallel yet; run it as one process (WORLD_SIZE=1 or unset)",
+            m.rank, m.world
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether every rank can reach the store over loopback, so gloo binds there too.
+fn is_loopback(addr: &str) -> bool {
+    addr == "localhost" || addr.starts_with("127.") || addr == "::1"
+}
+
+/// The process-group timeout when the manifest names none: torch.distributed's default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    const TORCHRUN: [(&str, &str); 6] = [
+        ("RANK", "1"),
+        ("WORLD_SIZE", "2"),
+        ("LOCAL_RANK", "1"),
+        ("LOCAL_WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", "29500"),
+    ];
+
+    #[test]
+    fn no_rank_variables_means_one_process() {
+        assert_eq!(membership(&vars(&[("MASTER_PORT", "1")])), Ok(None));
+    }
+
+    #[test]
+    fn torchrun_variables_give_a_membership() {
+        let got = membership(&vars(&TORCHRUN)).unwrap().unwrap();
+        assert_eq!(
+            (got.rank, got.world, got.local_rank, got.local_world),
+            (1, 2, 1, 2)
+        );
+        assert_eq!(got.master_port, 29500);
+        assert!(!got.hosts_store);
+        assert_eq!(got.gloo_device, GlooDevice::Address("127.0.0.1".to_owned()));
+        assert_eq!(got.store_prefix, "/worker/attempt_0");
+    }
+
+    #[test]
+    fn rank_zero_hosts_the_store_unless_the_agent_does() {
+        let mut env = vars(&TORCHRUN);
+        env.insert("RANK".into(), "0".into());
+        assert!(membership(&env).unwrap().unwrap().hosts_store);
+        env.insert("TORCHELASTIC_USE_AGENT_STORE".into(), "True".into());
+        env.insert("TORCHELASTIC_RESTART_COUNT".into(), "3".into());
+        let got = membership(&env).unwrap().unwrap();
+        assert!(!got.hosts_store);
+        assert_eq!(got.store_prefix, "/worker/attempt_3");
+    }
+
+    #[test]
+    fn remote_master_and_interface_choose_the_gloo_device() {
+        let mut env = vars(&TORCHRUN);
+        env.insert("MASTER_ADDR".into(), "node-0.cluster".into());
+        assert_eq!(
+            membership(&env).unwrap().unwrap().gloo_device,
+            GlooDevice::Default
+        );
+        env.insert("GLOO_SOCKET_IFNAME".into(), "eth0".into());
+        assert_eq!(
+            membership(&env).unwrap().unwrap().gloo_device,
+            GlooDevice::Interface("eth0".into())
+        );
+    }
+
+    #[test]
+    fn missing_or_malformed_variables_are_named() {
+        let mut env = vars(&TORCHRUN);
+        env.remove("MASTER_PORT");
+        assert!(membership(&env)
+            .unwrap_err()
+            .contains("MASTER_PORT is not set"));
+        let mut env = vars(&TORCHRUN);
+        env.insert("RANK".into(), "two".into());
+        assert!(membership(&env).unwrap_err().contains("RANK=\"two\""));
+        let mut env = vars(&TORCHRUN);
+        env.insert("RANK".into(), "2".into());
+        assert!(membership(&env)
+            .unwrap_err()
+            .contains("RANK must be below WORLD_SIZE"));
+        let mut env = vars(&TORCHRUN);
+        env.insert("MASTER_PORT".into(), "70000".into());
+        assert!(membership(&env)
+            .unwrap_err()
+            .contains("MASTER_PORT=\"70000\""));
+    }
+
+    #[test]
+    fn several_ranks_are_refused_one_is_not() {
+        let error = refuse_several_ranks(&vars(&TORCHRUN)).unwrap_err();
+        assert!(error.starts_with("started as rank 1 of 2"), "{error}");
+        let mut env = vars(&TORCHRUN);
+        env.insert("RANK".into(), "0".into());
+        env.insert("WORLD_SIZE".into(), "1".into());
+        assert_eq!(refuse_several_ranks(&env), Ok(()));
+        assert_eq!(refuse_several_ranks(&HashMap::new()), Ok(()));
+    }
+
+    #[test]
+    fn local_variables_default_to_the_global_ones() {
+        let mut env = vars(&TORCHRUN);
+        env.remove("LOCAL_RANK");
+        env.remove("LOCAL_WORLD_SIZE");
+        let got = membership(&env).unwrap().unwrap();
+        assert_eq!((got.local_rank, got.local_world), (1, 2));
+    }
+}

@@ -1,0 +1,210 @@
+//! Data parallelism on PyTorch's c10d: a rank joins a Gloo process group through torchrun's
+//! rendezvous variables ([`env`]) and runs the collectives training needs. The engine is
+//! libtorch's own (csrc/dist.cpp); this module only makes it safe: every C++ exception (a lost
+//! peer, a timeout) comes back as an error naming this rank and the collective.
+
+pub mod env;
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::time::Duration;
+
+use tch::Tensor;
+use torch_sys::C_tensor;
+
+pub use env::{membership, GlooDevice, Membership};
+
+extern "C" {
+    fn fe_dist_join(
+        host: *const c_char,
+        port: c_int,
+        rank: c_int,
+        world: c_int,
+        is_server: bool,
+        prefix: *const c_char,
+        timeout_ms: i64,
+        device_mode: c_int,
+        device_name: *const c_char,
+        out: *mut *mut c_void,
+    ) -> *mut c_char;
+    fn fe_dist_free(group: *mut c_void);
+    fn fe_dist_all_reduce(
+        group: *mut c_void,
+        tensors: *const *mut C_tensor,
+        count: c_int,
+        op: c_int,
+    ) -> *mut c_char;
+    fn fe_dist_broadcast(
+        group: *mut c_void,
+        tensors: *const *mut C_tensor,
+        count: c_int,
+        root: c_int,
+    ) -> *mut c_char;
+    fn fe_dist_all_gather(
+        group: *mut c_void,
+        input: *mut C_tensor,
+        out: *mut *mut C_tensor,
+    ) -> *mut c_char;
+    fn fe_dist_barrier(group: *mut c_void, monitored: bool) -> *mut c_char;
+}
+
+/// How an all-reduce combines the ranks' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Elementwise sum.
+    Sum,
+    /// Elementwise maximum.
+    Max,
+}
+
+/// This process's membership in a Gloo process group; leaving it (drop) closes its connections.
+pub struct ProcessGroup {
+    handle: *mut c_void,
+    rank: usize,
+    world: usize,
+}
+
+// SAFETY: the c10d group is used from one thread at a time (&mut self on every collective);
+// libtorch's ProcessGroupGloo itself is safe to move between threads.
+unsafe impl Send for ProcessGroup {}
+
+impl ProcessGroup {
+    /// Joins the group `membership` describes, waiting at most `timeout` for the others (the
+    /// same timeout then bounds every collective).
+    pub fn join(membership: &Membership, timeout: Duration) -> Result<Self, String> {
+        let context = |message: String| {
+            format!(
+                "rank {} of {}: cannot join the process group at {}:{}: {message}",
+                membership.rank, membership.world, membership.master_addr, membership.master_port
+            )
+        };
+        let nul = |_| context("a rendezvous setting contains a NUL byte".to_owned());
+        let host = CString::new(membership.master_addr.as_str()).map_err(nul)?;
+        let prefix = CString::new(membership.store_prefix.as_str()).map_err(nul)?;
+        let (mode, name) = match &membership.gloo_device {
+            GlooDevice::Address(address) => (0, address.as_str()),
+            GlooDevice::Interface(interface) => (1, interface.as_str()),
+            GlooDevice::Default => (2, ""),
+        };
+        let name = CString::new(name).map_err(nul)?;
+        let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: the strings outlive the call; the shim writes `handle` only on success and
+        // catches every exception.
+        let result = crate::shim::check(unsafe {
+            fe_dist_join(
+                host.as_ptr(),
+                c_int::from(membership.master_port),
+                membership.rank as c_int,
+                membership.world as c_int,
+                membership.hosts_store,
+                prefix.as_ptr(),
+                timeout_ms,
+                mode,
+                name.as_ptr(),
+                &mut handle,
+            )
+        });
+        result.map_err(context)?;
+        Ok(Self {
+            handle,
+            rank: membership.rank,
+            world: membership.world,
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How many ranks are in the group.
+    pub fn world(&self) -> usize {
+        self.world
+    }
+
+    fn context(&self, what: &str) -> impl Fn(String) -> String + '_ {
+        let what = what.to_owned();
+        move |message| {
+            format!(
+                "rank {} of {}: {what} failed: {message}",
+                self.rank, self.world
+            )
+        }
+    }
+
+    /// Combines `tensors` across ranks in place (in flat buckets of one dtype).
+    pub fn all_reduce(&mut self, tensors: &[Tensor], op: ReduceOp) -> Result<(), String> {
+        if tensors.is_empty() {
+            return Ok(());
+        }
+        let pointers = pointers(tensors);
+        let op = match op {
+            ReduceOp::Sum => 0,
+            ReduceOp::Max => 1,
+        };
+        // SAFETY: `pointers` are live tensors for the call; the shim catches every exception.
+        crate::shim::check(unsafe {
+            fe_dist_all_reduce(self.handle, pointers.as_ptr(), pointers.len() as c_int, op)
+        })
+        .map_err(self.context("all-reduce"))
+    }
+
+    /// Overwrites `tensors` on every rank with rank `root`'s values.
+    pub fn broadcast(&mut self, tensors: &[Tensor], root: usize) -> Result<(), String> {
+        if tensors.is_empty() {
+            return Ok(());
+        }
+        let pointers = pointers(tensors);
+        // SAFETY: as in all_reduce.
+        crate::shim::check(unsafe {
+            fe_dist_broadcast(
+                self.handle,
+                pointers.as_ptr(),
+                pointers.len() as c_int,
+                root as c_int,
+            )
+        })
+        .map_err(self.context("broadcast"))
+    }
+
+    /// Every rank's `tensor` (same shape and dtype everywhere) stacked in rank order along a new
+    /// first dimension.
+    pub fn all_gather(&mut self, tensor: &Tensor) -> Result<Tensor, String> {
+        let mut out: *mut C_tensor = std::ptr::null_mut();
+        // SAFETY: `tensor` is live for the call; on success the shim writes a new tensor that
+        // we own from here on.
+        crate::shim::check(unsafe {
+            fe_dist_all_gather(self.handle, tensor.as_ptr().cast_mut(), &mut out)
+        })
+        .map_err(self.context("all-gather"))?;
+        // SAFETY: `out` was allocated by the shim with `new at::Tensor`, as tch expects.
+        Ok(unsafe { Tensor::from_ptr(out) })
+    }
+
+    /// Waits for every rank. `monitored`: rank 0 names the ranks that did not arrive in time.
+    pub fn barrier(&mut self, monitored: bool) -> Result<(), String> {
+        // SAFETY: no pointers cross but the handle; the shim catches every exception.
+        crate::shim::check(unsafe { fe_dist_barrier(self.handle, monitored) })
+            .map_err(self.context("barrier"))
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // SAFETY: `handle` came from fe_dist_join and is freed exactly once.
+        unsafe { fe_dist_free(self.handle) };
+    }
+}
+
+fn pointers(tensors: &[Tensor]) -> Vec<*mut C_tensor> {
+    tensors.iter().map(|t| t.as_ptr().cast_mut()).collect()
+}
+
+/// A TCP port on loopback that was free a moment ago (the OS picks it), for a local rendezvous.
+pub fn free_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    Ok(listener.local_addr()?.port())
+}
+
+#[cfg(test)]
+mod tests;

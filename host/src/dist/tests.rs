@@ -1,0 +1,191 @@
+//! Two real processes (this test binary run again as rank 0 and rank 1) on Gloo over loopback.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tch::{Kind, Tensor};
+
+use super::*;
+
+/// Set in the children: which rank this process plays.
+const ROLE: &str = "FE_DIST_TEST_ROLE";
+
+/// Runs the test `name` as `world` ranks of a fresh group and returns their outputs; or, in a
+/// child, returns `None` so the test body plays its rank.
+fn spawn_ranks(
+    name: &str,
+    world: usize,
+    extra: &[(&str, &str)],
+) -> Option<Vec<std::process::Output>> {
+    if std::env::var_os(ROLE).is_some() {
+        return None;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let port = free_port().unwrap().to_string();
+    let children: Vec<_> = (0..world)
+        .map(|rank| {
+            let mut command = Command::new(&exe);
+            command
+                .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+                .env(ROLE, "rank")
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", world.to_string())
+                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_WORLD_SIZE", world.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port);
+            for (key, value) in extra {
+                command.env(key, value);
+            }
+            command
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    Some(
+        children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect(),
+    )
+}
+
+fn join(timeout: Duration) -> ProcessGroup {
+    let vars: HashMap<String, String> = std::env::vars().collect();
+    let membership = membership(&vars).unwrap().unwrap();
+    ProcessGroup::join(&membership, timeout).unwrap()
+}
+
+fn assert_all_passed(outputs: &[std::process::Output]) {
+    for (rank, output) in outputs.iter().enumerate() {
+        assert!(
+            output.status.success(),
+            "rank {rank} failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn two_ranks_all_reduce_broadcast_gather_and_barrier() {
+    if let Some(outputs) = spawn_ranks(
+        "dist::tests::two_ranks_all_reduce_broadcast_gather_and_barrier",
+        2,
+        &[],
+    ) {
+        return assert_all_passed(&outputs);
+    }
+    let mut group = join(Duration::from_secs(60));
+    let rank = group.rank() as f64;
+    assert_eq!(group.world(), 2);
+
+    // Sum over two dtypes and shapes (two buckets); each rank contributes rank + 1.
+    let floats = [
+        Tensor::full([2, 3], rank + 1.0, (Kind::Float, tch::Device::Cpu)),
+        Tensor::full([4], 10.0 * (rank + 1.0), (Kind::Float, tch::Device::Cpu)),
+    ];
+    let longs = [Tensor::full(
+        [3],
+        (rank as i64) + 1,
+        (Kind::Int64, tch::Device::Cpu),
+    )];
+    group.all_reduce(&floats, ReduceOp::Sum).unwrap();
+    group.all_reduce(&longs, ReduceOp::Sum).unwrap();
+    assert_eq!(
+        floats[0],
+        Tensor::full([2, 3], 3.0, (Kind::Float, tch::Device::Cpu))
+    );
+    assert_eq!(
+        floats[1],
+        Tensor::full([4], 30.0, (Kind::Float, tch::Device::Cpu))
+    );
+    assert_eq!(
+        longs[0],
+        Tensor::full([3], 3i64, (Kind::Int64, tch::Device::Cpu))
+    );
+
+    let flag = [Tensor::from_slice(&[rank as f32])];
+    group.all_reduce(&flag, ReduceOp::Max).unwrap();
+    assert_eq!(flag[0].double_value(&[0]), 1.0);
+
+    // Rank 0's values reach rank 1, including a non-contiguous view.
+    let weights = Tensor::arange(6, (Kind::Float, tch::Device::Cpu)).reshape([2, 3]) * (rank + 1.0);
+    let transposed = weights.tr();
+    group.broadcast(&[transposed.shallow_clone()], 0).unwrap();
+    assert_eq!(
+        weights,
+        Tensor::arange(6, (Kind::Float, tch::Device::Cpu)).reshape([2, 3])
+    );
+
+    let gathered = group
+        .all_gather(&Tensor::from_slice(&[rank, rank * 2.0]))
+        .unwrap();
+    assert_eq!(gathered, Tensor::from_slice2(&[[0.0, 0.0], [1.0, 2.0]]));
+
+    group.barrier(false).unwrap();
+    group.barrier(true).unwrap();
+}
+
+#[test]
+fn a_lost_rank_is_an_error_within_the_timeout_not_a_hang() {
+    if let Some(outputs) = spawn_ranks(
+        "dist::tests::a_lost_rank_is_an_error_within_the_timeout_not_a_hang",
+        2,
+        &[],
+    ) {
+        return assert_all_passed(&outputs);
+    }
+    let mut group = join(Duration::from_secs(5));
+    if group.rank() == 1 {
+        group.barrier(false).unwrap();
+        // Leave without a word: what a killed rank looks like to the others.
+        std::process::exit(0);
+    }
+    group.barrier(false).unwrap();
+    let started = Instant::now();
+    let error = group
+        .all_reduce(
+            &[Tensor::ones([4], (Kind::Float, tch::Device::Cpu))],
+            ReduceOp::Sum,
+        )
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        error.starts_with("rank 0 of 2: all-reduce failed: "),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_missing_peer_fails_the_join_within_the_timeout() {
+    // Only rank 0 of 2 ever starts: the join must give up, saying so, not wait forever.
+    let port = free_port().unwrap();
+    let membership = Membership {
+        rank: 0,
+        world: 2,
+        local_rank: 0,
+        local_world: 2,
+        master_addr: "127.0.0.1".into(),
+        master_port: port,
+        hosts_store: true,
+        store_prefix: "/test".into(),
+        gloo_device: GlooDevice::Address("127.0.0.1".into()),
+    };
+    let started = Instant::now();
+    let error = ProcessGroup::join(&membership, Duration::from_secs(2))
+        .err()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(
+        error.starts_with("rank 0 of 2: cannot join the process group at 127.0.0.1:"),
+        "{error}"
+    );
+}
