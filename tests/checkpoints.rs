@@ -130,7 +130,8 @@ fn more_epochs_resume_from_latest_with_consent() {
         .collect();
     assert_eq!(names.len(), 3, "two checkpoints and `latest`: {names:?}");
     // The command line's --epochs is explicit; an edited manifest needs --allow-changes.
-    let out = run_in(&first, &["--resume", "--epochs", "4", "-q"]);
+    // (Not --quiet: the resume line is what this checks, and --quiet silences it.)
+    let out = run_in(&first, &["--resume", "--epochs", "4"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "fe-host resume: ");
     assert_contains!(out.stdout, "step 18, after epoch 3");
@@ -142,7 +143,7 @@ fn more_epochs_resume_from_latest_with_consent() {
     let out = run_in(&first, &["--resume"]);
     assert_eq!(out.code, 6, "{}", out.stderr);
     assert_contains!(out.stderr, "run.epochs: 3 -> 5; pass --allow-changes");
-    let out = run_in(&first, &["--resume", "--allow-changes", "-q"]);
+    let out = run_in(&first, &["--resume", "--allow-changes"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "step 24, after epoch 4");
 }
