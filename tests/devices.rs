@@ -14,6 +14,7 @@ fn libtorch_cuda_is_linked_so_cuda_is_never_silently_lost() {
     assert_contains!(out.stdout, "libtorch_cuda loaded: true");
     assert_contains!(out.stdout, "built with: CUDA 13.0");
     assert_contains!(out.stdout, "driver: ");
+    assert_contains!(out.stdout, "process groups: gloo (CPU)");
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod util;
 mod checkpoints;
 mod cli_errors;
 mod devices;
+mod dist;
 mod kill;
 mod loading;
 mod network;
