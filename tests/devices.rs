@@ -21,6 +21,7 @@ fn libtorch_cuda_is_linked_so_cuda_is_never_silently_lost() {
         None => assert!(!out.stdout.contains("built with: CUDA"), "{}", out.stdout),
     }
     assert_contains!(out.stdout, "driver: ");
+    assert_contains!(out.stdout, "process groups: gloo (CPU)");
 }
 
 /// `cu130` → `13.0`, `cu118` → `11.8`; `None` for a CPU build.

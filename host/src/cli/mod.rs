@@ -543,6 +543,7 @@ fn render(args: RenderArgs) -> Result<()> {
 
 fn run_manifest(args: RunArgs) -> Result<()> {
     let mut manifest = load_manifest(&args.manifest, &args.overrides, args.epochs)?;
+    refuse_data_parallel()?;
     let smoke_dir = args
         .smoke
         .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
@@ -639,6 +640,12 @@ fn print_saved(estimator: &Estimator, manifest: &std::path::Path) {
         "fe-host next: predict: fe-host predict {manifest} --checkpoint {} --input FILE;",
         checkpoint.display()
     );
+}
+
+/// `fe-host run` trains as one process; see [`crate::dist::env::refuse_several_ranks`].
+fn refuse_data_parallel() -> Result<()> {
+    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+    crate::dist::env::refuse_several_ranks(&vars).map_err(Error::Usage)
 }
 
 fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {

@@ -134,6 +134,8 @@ pub fn report() -> String {
         }
         Err(reason) => out.push_str(&format!("driver: {reason}\n")),
     }
+    // The shim (csrc/dist.cpp) builds c10d's Gloo group only; NCCL is not wired in yet.
+    out.push_str("process groups: gloo (CPU)\n");
     out
 }
 
