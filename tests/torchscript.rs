@@ -267,21 +267,8 @@ fn lenet_exported_safetensors_load_into_the_pytorch_lenet_and_predict_the_same()
         "log_steps = 50\ntrain_steps_per_epoch = 20\neval_steps_per_epoch = 2",
     );
     dir.write("m.toml", &text);
-    fe_host_in(
-        dir.path(),
-        &["run", "m.toml", "-q", "--save-weights", "weights"],
-    );
-    fe_host_in(
-        dir.path(),
-        &[
-            "export",
-            "m.toml",
-            "--weights",
-            "weights",
-            "--out",
-            "export",
-        ],
-    );
+    // The saver option: exported when training ends.
+    fe_host_in(dir.path(), &["run", "m.toml", "-q", "--export", "export"]);
     let card: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("export/lenet.json")).unwrap(),
     )
@@ -289,6 +276,9 @@ fn lenet_exported_safetensors_load_into_the_pytorch_lenet_and_predict_the_same()
     assert_eq!(card["architecture"], "LeNet");
     assert_eq!(card["plugin"]["name"], "fe-models");
     assert!(card["torchscript"].is_null());
+    assert_eq!(card["step"], 20);
+    assert!(card["metrics"]["eval"]["accuracy"].is_f64(), "{card}");
+    assert_eq!(card["inputs"][0]["shape"], serde_json::json!([1, 28, 28]));
     let [_, _, images, _] = digits();
     let images = images.to_string_lossy();
     fe_host_in(

@@ -164,6 +164,9 @@ pub struct RunArgs {
     /// Write every model's weights into this directory when training ends.
     #[arg(long, value_name = "DIR")]
     pub save_weights: Option<PathBuf>,
+    /// Export every model into this new directory when training ends (see `fe-host export`).
+    #[arg(long, value_name = "DIR", conflicts_with = "smoke")]
+    pub export: Option<PathBuf>,
     /// Write the per-epoch log (`log.jsonl`) and, at the end, a plot of every logged value
     /// (`metrics.svg`) into this directory (overrides `run.log_dir`).
     #[arg(long, value_name = "DIR", conflicts_with = "smoke")]
@@ -606,6 +609,18 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     }
     if let (Ok(()), Some(dir)) = (&outcome, &args.save_weights) {
         outcome = crate::system::weights::save(&estimator.network, dir).map(|_| ());
+    }
+    if let (Ok(()), Some(dir)) = (&outcome, &args.export) {
+        let system = serde_json::to_value(&estimator.system).ok();
+        outcome = crate::predict::export::write(
+            &manifest,
+            &registry,
+            &estimator.network.models,
+            &format!("the run of {}", args.manifest.display()),
+            system.as_ref(),
+            dir,
+        )
+        .map(|_| ());
     }
     if outcome.is_ok() && !args.quiet {
         print_saved(&estimator, &args.manifest);

@@ -33,36 +33,54 @@ pub fn run(
             "export writes trained weights: pass --weights DIR|FILE or --checkpoint PATH".into(),
         ));
     };
+    let mut keys = Keys::default();
+    tch::manual_seed(manifest.run.seed as i64);
+    let mut network = crate::network::build::build(manifest, registry, &mut keys, Device::Cpu)?;
+    crate::system::weights::load(&mut network, &source)?;
+    let system = std::fs::read(source.join("system.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+    write(
+        manifest,
+        registry,
+        &network.models,
+        &source.display().to_string(),
+        system.as_ref(),
+        out,
+    )
+}
+
+/// Exports `models` (trained with `manifest`) into the new directory `out`: what `run
+/// --export` does when training ends. `source` says where the weights came from; `system` is
+/// the System as JSON (for the step and the last metrics), when known.
+pub fn write(
+    manifest: &Manifest,
+    registry: &Registry,
+    models: &[ModelSlot],
+    source: &str,
+    system: Option<&serde_json::Value>,
+    out: &Path,
+) -> Result<Vec<PathBuf>> {
     if out.exists() {
         return Err(Error::Usage(format!(
             "--out {}: already exists; export into a new directory",
             out.display()
         )));
     }
-    let mut keys = Keys::default();
-    tch::manual_seed(manifest.run.seed as i64);
-    let mut network = crate::network::build::build(manifest, registry, &mut keys, Device::Cpu)?;
-    crate::system::weights::load(&mut network, &source)?;
-    let shapes = sample_shapes(manifest, registry, &source);
-    let system = std::fs::read(source.join("system.json"))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+    let shapes = sample_shapes(manifest, registry);
     let partial = out.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
-    let written = network
-        .models
+    let context = Context {
+        manifest,
+        registry,
+        shapes: &shapes,
+        system,
+        source,
+    };
+    let written = models
         .iter()
-        .map(|model| {
-            let context = Context {
-                manifest,
-                registry,
-                shapes: &shapes,
-                system: system.as_ref(),
-                source: &source,
-            };
-            export_model(model, &context, &partial)
-        })
+        .map(|model| export_model(model, &context, &partial))
         .collect::<Result<Vec<_>>>();
     let written = match written {
         Ok(files) => files.into_iter().flatten().collect::<Vec<_>>(),
@@ -83,7 +101,7 @@ struct Context<'a> {
     registry: &'a Registry,
     shapes: &'a [(String, Tensor)],
     system: Option<&'a serde_json::Value>,
-    source: &'a Path,
+    source: &'a str,
 }
 
 /// Writes one model's files into `dir`; returns their names.
@@ -157,7 +175,7 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
             sha256: crate::checkpoint::store::sha256_hex(manifest.source.as_bytes()),
             text: manifest.source.clone(),
         },
-        source: context.source.display().to_string(),
+        source: context.source.to_owned(),
         step: context.system.and_then(|s| s["global_step"].as_u64()),
         metrics: context.system.map(card::last_metrics).unwrap_or_default(),
     };
@@ -215,12 +233,9 @@ pub fn model_keys(manifest: &Manifest, model: &str) -> (Vec<String>, Vec<String>
 }
 
 /// One sample of every ModelOp's keys, from the first mode with data that runs no update
-/// (infer, test, eval); empty when there is none. Only shapes and dtypes are read from it.
-fn sample_shapes(
-    manifest: &Manifest,
-    registry: &Registry,
-    weights: &Path,
-) -> Vec<(String, Tensor)> {
+/// (infer, test, eval); empty when there is none. Only shapes and dtypes are read from it, so
+/// the models run with the weights they are created with.
+fn sample_shapes(manifest: &Manifest, registry: &Registry) -> Vec<(String, Tensor)> {
     let mut keys = Vec::new();
     for model in &manifest.models {
         let (inputs, outputs) = model_keys(manifest, &model.name);
@@ -233,8 +248,8 @@ fn sample_shapes(
             mode,
             epoch: 1,
             inputs: Vec::new(),
-            weights: Some(weights.to_path_buf()),
-            random_weights: false,
+            weights: None,
+            random_weights: true,
             keys: keys.clone(),
             limit: Some(1),
             out: PathBuf::new(),
