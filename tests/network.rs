@@ -503,9 +503,27 @@ fn deferred_two_model_updates_differentiate_against_the_forward_weights() {
     let (x, y) = data(5);
     let mut b = batch(&keys, &[("x", x), ("y", y)]);
     let plan = network.plan(Mode::Train, 1, "", &BTreeSet::new()).unwrap();
+    let params = |network: &Network, model: usize| -> Vec<Tensor> {
+        network.models[model]
+            .params
+            .iter()
+            .map(|p| p.detach().copy())
+            .collect()
+    };
+    let before = [params(&network, 0), params(&network, 1)];
     network
         .run_step(&plan, &mut b, &step(Mode::Train, 1))
         .expect("deferred updates succeed");
+    // Both models were updated, and the loss both trained on came back.
+    for (model, start) in before.iter().enumerate() {
+        let after = params(&network, model);
+        assert!(
+            after.iter().zip(start).any(|(a, s)| !a.equal(s)),
+            "model {model} was not updated"
+        );
+    }
+    let loss = b.get(keys.get("mse2").unwrap()).expect("mse2 comes back");
+    assert!(loss.double_value(&[]).is_finite());
 }
 
 #[test]

@@ -214,10 +214,22 @@ fn third_party_op_runs_in_a_manifest() {
             "[[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce\"",
             "[[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce0\"\n\n[[network.ops]]\nop = \"Scale\"\ninputs = \"ce0\"\noutputs = \"ce\"\nfactor = 0.5",
         );
-    let path = dir.write("m.toml", &text);
-    let out = run(&["run", &path.to_string_lossy()]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (out, scaled) = crate::util::run_with_summary(&dir, &text);
     assert_contains!(out.stdout, "fe-host finish: step: 10;");
+    // The op really ran: the first step's loss (same seed, same weights, same batch) is half
+    // the unscaled one.
+    let plain = lenet_manifest(1, "").replace(
+        "[run]\n",
+        "[run]\ntrain_steps_per_epoch = 10\neval_steps_per_epoch = 2\n",
+    );
+    let (_, unscaled) = crate::util::run_with_summary(&dir, &plain);
+    let first = |summary: &serde_json::Value| crate::util::steps(summary, "train", "ce")[0];
+    let (scaled, unscaled) = (first(&scaled), first(&unscaled));
+    assert_eq!(scaled.0, 1);
+    assert!(
+        (scaled.1 - 0.5 * unscaled.1).abs() < 1e-6,
+        "{scaled:?} vs half of {unscaled:?}"
+    );
 }
 
 #[test]
@@ -255,4 +267,60 @@ fn plugin_whose_types_differ_is_refused_by_the_layout_check() {
             changed.display()
         )
     );
+}
+
+/// Another patch release of this fe-plugin-api: the previous one, or the next while this is
+/// the first (`x.y.0`). Patch releases keep the ABI (see `ffi.rs`'s evolution rules).
+fn other_patch_version() -> String {
+    let host = fe_plugin_api::build_info::PLUGIN_API_VERSION;
+    let (key, patch) = host.rsplit_once('.').expect("major.minor.patch");
+    let patch: u32 = patch.parse().expect("numeric patch");
+    let other = if patch > 0 { patch - 1 } else { patch + 1 };
+    format!("{key}.{other}")
+}
+
+#[test]
+fn a_plugin_built_against_another_patch_release_loads_and_runs() {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let plugin = BUILT.get_or_init(|| {
+        let version = other_patch_version();
+        // Under its real package name: abi_stable's layout check compares package names.
+        let dir = build_out_of_tree(
+            "patch-release",
+            &[
+                ("fe-plugin-api", api_copy("fe-plugin-api", &version, None)),
+                ("fe-plugin-api-plugin", fixture_plugin("fe-plugin-api")),
+            ],
+        );
+        dir.join("libfe_plugin_api_plugin.so")
+    });
+    // Alone in a directory: the fixtures' directory also holds the incompatible plugins.
+    let dir = TempDir::new("patch-release-run");
+    let copy = dir.path().join("libpatch_release_plugin.so");
+    std::fs::copy(plugin, &copy).unwrap();
+    let out = run(&[
+        "plugins",
+        "list",
+        "--plugin-dir",
+        &dir.path().to_string_lossy(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(
+        out.stdout,
+        format!("fe-plugin-api-plugin 0.9.0  {}", copy.display())
+    );
+    assert_contains!(out.stdout, "Identity");
+    // Its op runs inside a training run.
+    let plugin = &copy;
+    let extra = format!("\n[plugins]\npaths = [\"{}\"]\n", plugin.display());
+    let text = lenet_manifest(1, &extra)
+        .replace("[run]\n", "[run]\ntrain_steps_per_epoch = 4\neval_steps_per_epoch = 2\n")
+        .replace(
+            "[[network.ops]]\nop = \"CrossEntropy\"",
+            "[[network.ops]]\nop = \"Identity\"\ninputs = \"y_pred\"\noutputs = \"y_pred\"\n\n[[network.ops]]\nop = \"CrossEntropy\"",
+        );
+    let path = dir.write("m.toml", &text);
+    let out = run(&["run", &path.to_string_lossy()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "fe-host finish: step: 4;");
 }

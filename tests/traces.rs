@@ -400,3 +400,141 @@ outputs = "accuracy_hot"
     assert_eq!(plain.len(), 2, "{summary}");
     assert_eq!(steps(&summary, "eval", "accuracy_hot"), plain);
 }
+
+#[test]
+fn terminate_on_nan_stops_training_at_the_first_non_finite_loss() {
+    // SGD with an absurd learning rate overflows the weights after the first step, so a loss
+    // a few steps in is not finite.
+    let dir = TempDir::new("nan");
+    let text = short_lenet(3, "\n[[traces]]\ntrace = \"TerminateOnNaN\"\n")
+        .replace("train_steps_per_epoch = 3", "train_steps_per_epoch = 10")
+        .replace(
+            "optimizer = { type = \"adam\", lr = 0.001 }",
+            "optimizer = { type = \"sgd\", lr = 1e38 }",
+        );
+    let (out, summary) = run_with_summary(&dir, &text);
+    const PREFIX: &str = "fe-host TerminateOnNaN: `ce` is not finite at step ";
+    let note = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(PREFIX))
+        .unwrap_or_else(|| panic!("no stop note:\n{}", out.stdout));
+    let stop: u64 = note
+        .trim_start_matches(PREFIX)
+        .trim_end_matches(": stopping")
+        .parse()
+        .unwrap();
+    assert!(stop < 10, "stopped inside the first epoch: {note}");
+    // Nothing trains after the stop, every finite loss comes before it, nothing evaluates.
+    let logged: Vec<u64> = summary["history"]["train"]["ce"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.parse().unwrap())
+        .collect();
+    assert!(logged.iter().all(|s| *s <= stop), "{logged:?}");
+    assert!(steps(&summary, "train", "ce")
+        .iter()
+        .all(|(s, v)| *s < stop && v.is_finite()));
+    assert!(
+        summary["history"]["eval"]["ce"].is_null(),
+        "no evaluation after the stop"
+    );
+    assert_contains!(out.stdout, &format!("fe-host finish: step: {stop};"));
+}
+
+#[test]
+fn timer_writes_epoch_times_and_sample_rates_that_agree_with_the_batches() {
+    let dir = TempDir::new("timer");
+    let (_, summary) = run_with_summary(&dir, &short_lenet(2, "\n[[traces]]\ntrace = \"Timer\"\n"));
+    // 3 training batches and 2 evaluation batches of 32 per epoch.
+    for (mode, samples, at) in [("train", 96.0, [3, 6]), ("eval", 64.0, [3, 6])] {
+        let times = steps(&summary, mode, &format!("{mode}_epoch_time(sec)"));
+        let rates = steps(&summary, mode, &format!("{mode}_samples/sec"));
+        assert_eq!(
+            times.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            at,
+            "{mode}"
+        );
+        assert_eq!(
+            rates.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            at,
+            "{mode}"
+        );
+        for ((_, seconds), (_, rate)) in times.iter().zip(&rates) {
+            assert!(*seconds > 0.0);
+            let counted = rate * seconds;
+            assert!(
+                (counted - samples).abs() < 1e-6 * samples,
+                "{mode}: {counted} samples"
+            );
+        }
+    }
+    let total: Vec<f64> = ["train", "eval", "test"]
+        .iter()
+        .flat_map(|m| steps(&summary, m, "total_time(sec)"))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(total.len(), 1, "total time logged once: {total:?}");
+    let epochs: f64 = ["train", "eval"]
+        .iter()
+        .flat_map(|m| steps(&summary, m, &format!("{m}_epoch_time(sec)")))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(total[0] >= epochs, "{} < {epochs}", total[0]);
+}
+
+#[test]
+fn model_saver_saves_every_frequency_epochs_and_keeps_the_newest() {
+    let dir = TempDir::new("model-saver");
+    let saves = dir.path().join("saves");
+    let trace = format!(
+        "\n[[traces]]\ntrace = \"ModelSaver\"\nmodel = \"lenet\"\nsave_dir = \"{}\"\nmax_to_keep = 2\n",
+        saves.display()
+    );
+    let path = dir.write("m.toml", &short_lenet(3, &trace));
+    let weights = dir.path().join("weights");
+    let out = run(&[
+        "run",
+        &path.to_string_lossy(),
+        "-q",
+        "--save-weights",
+        &weights.to_string_lossy(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut names: Vec<String> = std::fs::read_dir(&saves)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["lenet_epoch_2.safetensors", "lenet_epoch_3.safetensors"]
+    );
+    // The last save holds the final weights, tensor for tensor.
+    let read = |p: &Path| {
+        let mut t = fe_host::system::tensors::read(p).unwrap();
+        t.sort_by(|a, b| a.0.cmp(&b.0));
+        t
+    };
+    let (saved, last) = (
+        read(&saves.join("lenet_epoch_3.safetensors")),
+        read(&weights.join("lenet.safetensors")),
+    );
+    assert_eq!(saved.len(), last.len());
+    for ((n, a), (m, b)) in saved.iter().zip(&last) {
+        assert_eq!(n, m);
+        assert!(a.equal(b), "{n} differs");
+    }
+    // frequency = 2 saves epoch 2 only.
+    std::fs::remove_dir_all(&saves).unwrap();
+    let every_other = trace.replace("max_to_keep = 2", "frequency = 2");
+    let path = dir.write("m.toml", &short_lenet(3, &every_other));
+    let out = run(&["run", &path.to_string_lossy(), "-q"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let names: Vec<String> = std::fs::read_dir(&saves)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["lenet_epoch_2.safetensors"]);
+}
