@@ -263,7 +263,7 @@ fn plugin_whose_types_differ_is_refused_by_the_layout_check() {
     assert_text_eq!(
         out.stderr,
         format!(
-            "error: {}: ABI layout mismatch: the plugin's types differ from this fe-host's fe-plugin-api although the versions match (a modified fe-plugin-api?); rebuild it against the released crate\n",
+            "error: {}: ABI layout mismatch at field `0.0.0` of type `PluginMod`: mismatched package (expected fe-plugin-api, found api-changed): the plugin's types differ from this fe-host's fe-plugin-api although the versions match (a modified fe-plugin-api?); rebuild it against the released crate\n",
             changed.display()
         )
     );

@@ -4,6 +4,20 @@
 
 use crate::util::{copy_example, fe_host, root, small_digits, Run, TempDir};
 
+/// Small copies of the generated data the zoo examples read, next to the digits.
+fn small_zoo_data(dir: &TempDir) {
+    for kind in ["cifar", "masks", "tokens"] {
+        let out: Run = fe_host()
+            .current_dir(dir.path())
+            .args(["datagen", kind, "--out", &format!("data/{kind}")])
+            .args(["--train", "48", "--eval", "16", "--test", "0"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 0, "datagen {kind}: {}", out.stderr);
+    }
+}
+
 /// Renders `examples/<name>.toml` from a copy of the examples next to a small generated
 /// `data/digits`, so paths and sample counts are the same on every machine.
 fn render_example(dir: &TempDir, name: &str) -> Run {
@@ -39,6 +53,7 @@ fn check_golden(name: &str, actual: &str) {
 fn render_output_of_every_example_matches_its_golden_file() {
     let dir = TempDir::new("render");
     small_digits(&dir);
+    small_zoo_data(&dir);
     let mut names: Vec<String> = std::fs::read_dir(root().join("examples"))
         .unwrap()
         .filter_map(|e| {

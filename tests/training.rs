@@ -370,6 +370,7 @@ fn transform_in_train_mode_refuses_a_network_that_updates_a_model() {
         &[
             "transform",
             &manifest.to_string_lossy(),
+            "--random-weights",
             "--mode",
             "train",
             "--limit",
@@ -387,6 +388,7 @@ fn transform_in_train_mode_refuses_a_network_that_updates_a_model() {
         .args([
             "transform",
             &manifest.to_string_lossy(),
+            "--random-weights",
             "--mode",
             "eval",
             "--limit",
