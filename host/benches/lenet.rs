@@ -9,40 +9,20 @@
 // A benchmark binary: any failure should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
-use fe_host::estimator::{Estimator, RunOptions};
-use fe_host::manifest::Manifest;
-use fe_host::plugins::{load_registry, search_path};
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 const BATCH: i64 = 32;
 
 mod common;
 use common::{
-    env_or, hand_written_steps_per_second, median, prepare, write_dataset, MANIFEST, SAMPLES,
+    env_or, fe_host_steps_per_second, hand_written_steps_per_second, median, prepare,
+    write_dataset, MANIFEST, SAMPLES,
 };
 
 /// The hand-written loop (`common::hand_written_steps_per_second`): data preprocessed once into
 /// tensors, shuffled per pass, Adam.
 fn hand_written(images: &Tensor, labels: &Tensor, steps: usize) -> f64 {
     hand_written_steps_per_second(images, labels, steps, BATCH)
-}
-
-fn fe_host_run(manifest_path: &Path, plugin_dir: &Path, steps: usize) -> f64 {
-    let mut manifest = Manifest::load(manifest_path).expect("manifest");
-    manifest.run.train_steps_per_epoch = Some(steps as u64);
-    let search = search_path(&[], &[plugin_dir.to_path_buf()], None, None);
-    let registry = load_registry(&search, &Default::default()).expect("plugins");
-    let options = RunOptions {
-        quiet: true,
-        out: Box::new(std::io::sink()),
-        progress: false,
-    };
-    let mut estimator =
-        Estimator::build(&manifest, &registry, Device::Cpu, options).expect("build");
-    estimator.fit().expect("fit");
-    estimator.train_steps_per_second().expect("rate")
 }
 
 fn main() {
@@ -84,7 +64,7 @@ fn main() {
     );
     // Warm caches, the allocator and the plugin loader.
     hand_written(&images, &labels, steps / 4);
-    fe_host_run(&manifest_path, &plugin_dir, steps / 4);
+    fe_host_steps_per_second(&manifest_path, &plugin_dir, steps / 4);
     // Short rounds in alternating order (ABBA...), so drifts in machine speed hit both alike;
     // the figure is the median of the per-round ratios.
     let mut ratios = Vec::new();
@@ -92,9 +72,12 @@ fn main() {
     for round in 0..rounds {
         let (h, f) = if round % 2 == 0 {
             let h = hand_written(&images, &labels, steps);
-            (h, fe_host_run(&manifest_path, &plugin_dir, steps))
+            (
+                h,
+                fe_host_steps_per_second(&manifest_path, &plugin_dir, steps),
+            )
         } else {
-            let f = fe_host_run(&manifest_path, &plugin_dir, steps);
+            let f = fe_host_steps_per_second(&manifest_path, &plugin_dir, steps);
             (hand_written(&images, &labels, steps), f)
         };
         println!(

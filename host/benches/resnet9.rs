@@ -18,13 +18,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use fe_host::estimator::{Estimator, RunOptions};
-use fe_host::manifest::Manifest;
-use fe_host::plugins::{load_registry, search_path};
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 mod common;
-use common::{env_or, median, prepare};
+use common::{env_or, fe_host_steps_per_second, median, prepare};
 
 const BATCH: usize = 128;
 const SAMPLES: usize = 2048;
@@ -110,22 +107,6 @@ fn write_dataset(dir: &Path) {
     fe_host::pipeline::idx::write(&dir.join("y.idx"), Kind::Uint8, &[n], &arrays[1].bytes).unwrap();
 }
 
-fn fe_host_samples_per_second(manifest_path: &Path, plugin_dir: &Path, steps: usize) -> f64 {
-    let mut manifest = Manifest::load(manifest_path).expect("manifest");
-    manifest.run.train_steps_per_epoch = Some(steps as u64);
-    let search = search_path(&[], &[plugin_dir.to_path_buf()], None, None);
-    let registry = load_registry(&search, &Default::default()).expect("plugins");
-    let options = RunOptions {
-        quiet: true,
-        out: Box::new(std::io::sink()),
-        progress: false,
-    };
-    let mut estimator =
-        Estimator::build(&manifest, &registry, Device::Cpu, options).expect("build");
-    estimator.fit().expect("fit");
-    estimator.train_steps_per_second().expect("rate") * BATCH as f64
-}
-
 fn pytorch_samples_per_second(script: &Path, data: &Path, steps: usize, width: usize) -> f64 {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = Command::new(root.join(".venv/bin/python"))
@@ -168,17 +149,17 @@ fn main() {
         tch::get_num_threads()
     );
     // Warm the allocator and the plugin loader.
-    fe_host_samples_per_second(&manifest_path, &plugin_dir, 2);
+    fe_host_steps_per_second(&manifest_path, &plugin_dir, 2);
     let (mut host, mut torch, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         // Alternating order, so drifts in machine speed hit both alike.
         let (f, p) = if round % 2 == 0 {
-            let f = fe_host_samples_per_second(&manifest_path, &plugin_dir, steps);
+            let f = fe_host_steps_per_second(&manifest_path, &plugin_dir, steps) * BATCH as f64;
             (f, pytorch_samples_per_second(&script, &dir, steps, width))
         } else {
             let p = pytorch_samples_per_second(&script, &dir, steps, width);
             (
-                fe_host_samples_per_second(&manifest_path, &plugin_dir, steps),
+                fe_host_steps_per_second(&manifest_path, &plugin_dir, steps) * BATCH as f64,
                 p,
             )
         };

@@ -12,13 +12,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use fe_host::estimator::{Estimator, RunOptions};
-use fe_host::manifest::Manifest;
-use fe_host::plugins::{load_registry, search_path};
-use tch::Device;
-
 mod common;
-use common::{env_or, median, prepare, write_dataset, MANIFEST};
+use common::{env_or, fe_host_steps_per_second, median, prepare, write_dataset, MANIFEST};
 
 const BATCH: usize = 128;
 
@@ -106,22 +101,6 @@ fn eager(dir: &Path, steps: usize) -> f64 {
         .expect("samples/s from python")
 }
 
-fn fe_host_run(manifest_path: &Path, plugin_dir: &Path, steps: usize) -> f64 {
-    let mut manifest = Manifest::load(manifest_path).expect("manifest");
-    manifest.run.train_steps_per_epoch = Some(steps as u64);
-    let search = search_path(&[], &[plugin_dir.to_path_buf()], None, None);
-    let registry = load_registry(&search, &Default::default()).expect("plugins");
-    let options = RunOptions {
-        quiet: true,
-        out: Box::new(std::io::sink()),
-        progress: false,
-    };
-    let mut estimator =
-        Estimator::build(&manifest, &registry, Device::Cpu, options).expect("build");
-    estimator.fit().expect("fit");
-    estimator.train_steps_per_second().expect("rate") * BATCH as f64
-}
-
 fn main() {
     let steps = env_or("FE_BENCH_STEPS", 60);
     let rounds = env_or("FE_BENCH_ROUNDS", 4);
@@ -142,16 +121,19 @@ fn main() {
         "TorchScript conv net, batch {BATCH}, {steps} steps per round, {rounds} rounds, {} libtorch threads",
         tch::get_num_threads()
     );
-    fe_host_run(&manifest_path, &plugin_dir, steps / 4);
+    fe_host_steps_per_second(&manifest_path, &plugin_dir, steps / 4);
     // Alternating order, so drifts in machine speed hit both alike; the figure is the median
     // of the per-round ratios.
     let (mut ratios, mut torch, mut host) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let (e, f) = if round % 2 == 0 {
             let e = eager(&dir, steps);
-            (e, fe_host_run(&manifest_path, &plugin_dir, steps))
+            (
+                e,
+                fe_host_steps_per_second(&manifest_path, &plugin_dir, steps) * BATCH as f64,
+            )
         } else {
-            let f = fe_host_run(&manifest_path, &plugin_dir, steps);
+            let f = fe_host_steps_per_second(&manifest_path, &plugin_dir, steps) * BATCH as f64;
             (eager(&dir, steps), f)
         };
         println!(

@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use tch::{Kind, Tensor};
+use fe_host::estimator::{Estimator, RunOptions};
+use fe_host::manifest::Manifest;
+use fe_host::plugins::{load_registry, search_path};
+use tch::{Device, Kind, Tensor};
 
 /// What every benchmark does first: libtorch threads from FE_BENCH_THREADS (default one per
 /// core) and the allocator tuning fe-host applies; returns where the built plugins are.
@@ -17,6 +20,24 @@ pub fn prepare() -> PathBuf {
     }
     fe_host::runtime::tune_malloc();
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug")
+}
+
+/// Trains the manifest at `manifest_path` through fe-host for `steps` steps (manifest, plugins,
+/// pipeline workers and all) and returns its training steps per second.
+pub fn fe_host_steps_per_second(manifest_path: &Path, plugin_dir: &Path, steps: usize) -> f64 {
+    let mut manifest = Manifest::load(manifest_path).expect("manifest");
+    manifest.run.train_steps_per_epoch = Some(steps as u64);
+    let search = search_path(&[], &[plugin_dir.to_path_buf()], None, None);
+    let registry = load_registry(&search, &Default::default()).expect("plugins");
+    let options = RunOptions {
+        quiet: true,
+        out: Box::new(std::io::sink()),
+        progress: false,
+    };
+    let mut estimator =
+        Estimator::build(&manifest, &registry, Device::Cpu, options).expect("build");
+    estimator.fit().expect("fit");
+    estimator.train_steps_per_second().expect("rate")
 }
 
 /// examples/lenet.toml, training only.
