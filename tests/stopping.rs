@@ -212,10 +212,14 @@ fn a_second_sigint_stops_at_once_keeping_the_last_complete_checkpoint() {
     let temp = TempDir::new("stop-twice");
     let dir = temp.path();
     // Steps long enough (a wide MLP, big batches) that the second signal lands while the
-    // first is still finishing its step; a checkpoint every two steps.
-    let text = manifest("\n[checkpoint]\ndir = \"ckpt\"\nevery_steps = 2\nkeep_last = 1\n")
-        .replace("hidden = [32]", "hidden = [1024, 1024]")
-        .replace("batch_size = 32", "batch_size = 512");
+    // first is still finishing its step; a checkpoint every two steps, written in the
+    // foreground so that the one of step 2 is complete before step 3 is logged (in the
+    // background it could still be in flight when the second signal ends the process).
+    let text = manifest(
+        "\n[checkpoint]\ndir = \"ckpt\"\nevery_steps = 2\nkeep_last = 1\nbackground = false\n",
+    )
+    .replace("hidden = [32]", "hidden = [1024, 1024]")
+    .replace("batch_size = 32", "batch_size = 512");
     std::fs::write(dir.join("m.toml"), text).unwrap();
     let mut child = fe_host()
         .current_dir(dir)
