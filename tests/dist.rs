@@ -359,6 +359,61 @@ fn a_lost_rank_is_named_and_a_restart_resumes_to_the_uninterrupted_weights() {
 }
 
 #[test]
+fn a_hung_rank_is_named_within_the_timeout() {
+    let dir = TempDir::new("dp-hung");
+    let text = manifest(SGD, 32, 1, KILL_TRACE)
+        .replace("process_group_timeout = 60", "process_group_timeout = 5");
+    let path = dir.write("m.toml", &text);
+    let path = path.to_string_lossy();
+    let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", "1:3:STOP")]);
+    let hung = children.pop().unwrap();
+    let rank0: Run = children.pop().unwrap().wait_with_output().unwrap().into();
+    // SAFETY: kill(2) on a child we started and have not reaped.
+    unsafe { libc::kill(hung.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = hung.wait_with_output();
+    assert_eq!(rank0.code, 1, "{}\n{}", rank0.stdout, rank0.stderr);
+    assert_contains!(
+        rank0.stderr,
+        "rank 0 of 2: all-reduce failed: rank 1 is lost"
+    );
+}
+
+#[test]
+fn render_shows_the_world_size_and_each_ranks_batch() {
+    let dir = TempDir::new("dp-render");
+    let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
+    let out: Run = fe_host()
+        .args(["render", &path.to_string_lossy(), "--nproc", "2"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(
+        out.stdout,
+        "data parallel: 2 ranks; batch_size is the global batch"
+    );
+    assert_contains!(
+        out.stdout,
+        "train: 640 samples, batch_size 32 (16 per rank), 20 steps"
+    );
+    assert_contains!(
+        out.stdout,
+        "eval: 333 samples, batch_size 32 (16 per rank), 11 steps"
+    );
+    let odd = dir.write("odd.toml", &manifest(SGD, 30, 1, ""));
+    let out: Run = fe_host()
+        .args(["render", &odd.to_string_lossy(), "--nproc", "4"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_contains!(
+        out.stderr,
+        "batch size 30 (epoch 1) does not divide among 4 ranks"
+    );
+}
+
+#[test]
 fn sigterm_on_one_rank_checkpoints_every_rank_and_exits_resumable() {
     let dir = TempDir::new("dp-preempted");
     let text = manifest(SGD, 32, 1, &format!("{CHECKPOINTS}{KILL_TRACE}"));
