@@ -66,7 +66,9 @@ pub fn next_version<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> u32 {
 /// The value of [`VERSION_ENV`], checked.
 pub fn parse_env_version(value: &str) -> std::result::Result<u32, String> {
     value.trim().parse().map_err(|_| {
-        format!("{VERSION_ENV}={value:?}: expected a version number (0, 1, ...), as launchers set it")
+        format!(
+            "{VERSION_ENV}={value:?}: expected a version number (0, 1, ...), as launchers set it"
+        )
     })
 }
 
@@ -172,9 +174,9 @@ pub fn read_record(dir: &Path) -> Option<RunRecord> {
 
 /// The version of `root` whose run is `run_id`.
 pub fn version_of_run(root: &Path, run_id: &str) -> Result<Option<u32>> {
-    Ok(versions(root)?.into_iter().find(|&v| {
-        read_record(&root.join(version_name(v))).is_some_and(|r| r.run_id == run_id)
-    }))
+    Ok(versions(root)?
+        .into_iter()
+        .find(|&v| read_record(&root.join(version_name(v))).is_some_and(|r| r.run_id == run_id)))
 }
 
 /// One version of a root: where a run writes.
@@ -265,7 +267,14 @@ mod tests {
     fn only_canonical_version_names_count() {
         assert_eq!(parse_version("version_0"), Some(0));
         assert_eq!(parse_version("version_12"), Some(12));
-        for name in ["version_", "version_03", "version_-1", "version_1a", "latest", "v1"] {
+        for name in [
+            "version_",
+            "version_03",
+            "version_-1",
+            "version_1a",
+            "latest",
+            "v1",
+        ] {
             assert_eq!(parse_version(name), None, "{name}");
         }
         assert_eq!(version_name(7), "version_7");
@@ -292,7 +301,10 @@ mod tests {
 
     #[test]
     fn paths_move_only_from_under_the_root() {
-        let (from, to) = (Path::new("ex/../runs/lenet"), Path::new("runs/lenet/version_2"));
+        let (from, to) = (
+            Path::new("ex/../runs/lenet"),
+            Path::new("runs/lenet/version_2"),
+        );
         assert_eq!(
             relocate(Path::new("runs/lenet/best"), from, to),
             Some(PathBuf::from("runs/lenet/version_2/best"))
@@ -313,7 +325,10 @@ mod tests {
         let inside = Path::new("runs/lenet/version_3/checkpoints/ckpt-30");
         assert_eq!(version_containing(root, inside), Some(3));
         assert_eq!(version_containing(root, Path::new("runs/lenet/ckpt")), None);
-        assert_eq!(version_containing(root, Path::new("elsewhere/version_1")), None);
+        assert_eq!(
+            version_containing(root, Path::new("elsewhere/version_1")),
+            None
+        );
     }
 
     #[test]

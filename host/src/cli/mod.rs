@@ -14,8 +14,8 @@ mod pipeline;
 pub use pipeline::PipelineArgs;
 mod scaffold;
 pub use scaffold::NewPluginArgs;
-mod versions;
 mod logs;
+mod versions;
 pub use logs::LogsArgs;
 
 use crate::error::{Error, Result};
@@ -563,6 +563,11 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     }
     if let Some(version) = &version {
         let run_id = &estimator.checkpointing.run_id;
+        // The run checks this again when it starts; here, so that a refused run leaves no
+        // version directory behind either.
+        if let Some(config) = &manifest.checkpoint {
+            crate::checkpoint::check_owner(&config.dir, run_id)?;
+        }
         version.create(run_id, &args.manifest, args.quiet)?;
     }
     crate::stop::install();

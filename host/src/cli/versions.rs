@@ -44,11 +44,13 @@ pub fn choose(
     named_root: Option<PathBuf>,
     resume: Option<&str>,
 ) -> Result<Option<Chosen>> {
+    // Checked whether or not the run is versioned: a launcher's mistake is never silent.
+    let from_env = run_dir::version_from_env()?;
     let Some(root) = manifest.run.log_dir.clone() else {
         return Ok(None);
     };
     let from = named_root.unwrap_or_else(|| root.clone());
-    let requested = match (run_dir::version_from_env()?, resume) {
+    let requested = match (from_env, resume) {
         (Some(version), _) => Some(version),
         (None, None) => None,
         (None, Some(request)) => resumed_version(manifest, (&from, &root), request)?,
@@ -72,8 +74,8 @@ fn resumed_version(
 ) -> Result<Option<u32>> {
     let checkpoints = crate::checkpoint::default_root(manifest);
     let path = if request == "latest" {
-        let versioned = manifest.checkpoint.is_none()
-            || run_dir::relocate(&checkpoints, named, root).is_some();
+        let versioned =
+            manifest.checkpoint.is_none() || run_dir::relocate(&checkpoints, named, root).is_some();
         if versioned {
             return run_dir::latest(root);
         }
