@@ -491,14 +491,14 @@ fn a_resumed_run_log_reads_as_if_the_run_had_never_stopped() {
         rows
     };
     let (a, b) = (rows(&whole), rows(&resumed));
-    // A row at every logged step (log_steps = 2: steps 1, 2, 4, 6 of each 6-step epoch), one
-    // at each training epoch's end, and the evaluation rows.
+    // A row at every logged step (log_steps = 2: steps 1, 2, 4, ..., 18 of three 6-step
+    // epochs), one at each training epoch's end, and the evaluation rows.
     let count = |mode: &str| {
         a.iter()
             .filter(|r| matches!(r, JsonlRow::Epoch(r) if r.mode == mode))
             .count()
     };
-    assert_eq!((count("train"), count("eval")), (3 * 4 + 3, 3), "{a:?}");
+    assert_eq!((count("train"), count("eval")), (10 + 3, 3), "{a:?}");
     assert_eq!(a, b);
     assert!(resumed.join("logs/version_0/metrics.svg").is_file());
     assert!(!resumed.join("logs/version_1").exists(), "a new version");
