@@ -239,3 +239,23 @@ fn a_launcher_names_the_version_every_rank_writes_into() {
     assert_eq!(entries(&root), ["latest", "version_7", "version_8"]);
     assert_eq!(latest(&root), "version_8");
 }
+
+#[test]
+fn a_run_that_fails_at_start_leaves_no_version_behind() {
+    let temp = TempDir::new("run-version-failed");
+    let dir = temp.path();
+    // The warm-up step fails: an MLP cannot take 28x28 images as 100 inputs.
+    let text = versioned().replace(
+        "architecture = \"LeNet\"",
+        "architecture = \"MLP\"\ninputs = 100",
+    );
+    std::fs::write(dir.join("m.toml"), text).unwrap();
+    let out: Run = fe_host()
+        .current_dir(dir)
+        .args(["run", "m.toml", "-q"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(entries(dir), ["m.toml"], "nothing left behind");
+}

@@ -242,12 +242,16 @@ impl RunDir {
                 std::fs::write(&path, json).map_err(|e| Error::io(&path, e))?;
             }
         }
+        self.point_latest()
+    }
+
+    /// Replaces `root/latest` by a link to this version (a relative link, so the root can
+    /// move), through a temporary link renamed over it.
+    pub fn point_latest(&self) -> Result<()> {
         point_latest(&self.root, self.version)
     }
 }
 
-/// Replaces `root/latest` by a link to `version_N` (a relative link, so the root can move),
-/// through a temporary link renamed over it.
 fn point_latest(root: &Path, version: u32) -> Result<()> {
     let link = root.join(LATEST);
     let temp = root.join(format!(".{LATEST}.tmp-{}", std::process::id()));

@@ -572,6 +572,9 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     }
     crate::stop::install();
     let mut outcome = estimator.fit();
+    if let (Err(_), Some(version)) = (&outcome, &version) {
+        version.forget_if_unused();
+    }
     if let Err(Error::Stopped {
         resume, checkpoint, ..
     }) = &mut outcome

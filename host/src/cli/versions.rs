@@ -14,6 +14,10 @@ pub struct Chosen {
     pub dir: RunDir,
     /// A newly chosen version, which no other run may hold.
     pub fresh: bool,
+    /// The version `latest` named before this run.
+    previous: Option<u32>,
+    /// The root and those of its parents that did not exist before this run, innermost first.
+    new_dirs: Vec<PathBuf>,
 }
 
 impl Chosen {
@@ -33,6 +37,40 @@ impl Chosen {
             );
         }
         Ok(())
+    }
+
+    /// After a failed run: a new version it wrote nothing into but its `run.json` (it failed
+    /// at start, in the warm-up say) is removed and `latest` named what it named before, so
+    /// the failure leaves nothing behind.
+    pub fn forget_if_unused(&self) {
+        let dir = self.dir.path();
+        let unused = std::fs::read_dir(&dir)
+            .map(|entries| {
+                let names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+                names.len() == 1 && names[0] == run_dir::RUN_FILE
+            })
+            .unwrap_or(false);
+        if !self.fresh || !unused {
+            return;
+        }
+        let _ = std::fs::remove_file(dir.join(run_dir::RUN_FILE));
+        let _ = std::fs::remove_dir(&dir);
+        match self.previous {
+            Some(version) => {
+                let _ = run_dir::RunDir {
+                    root: self.dir.root.clone(),
+                    version,
+                }
+                .point_latest();
+            }
+            None => {
+                let _ = std::fs::remove_file(self.dir.root.join(run_dir::LATEST));
+                for dir in &self.new_dirs {
+                    // Only when empty: another process may have written there meanwhile.
+                    let _ = std::fs::remove_dir(dir);
+                }
+            }
+        }
     }
 }
 
@@ -60,6 +98,12 @@ pub fn choose(
     Ok(Some(Chosen {
         dir,
         fresh: requested.is_none(),
+        previous: run_dir::latest(&root)?,
+        new_dirs: root
+            .ancestors()
+            .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
+            .map(Path::to_path_buf)
+            .collect(),
     }))
 }
 
