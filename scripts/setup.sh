@@ -12,13 +12,7 @@ if [ ! -f data/digits/MANIFEST ]; then
     target/debug/fe-host datagen digits --out data/digits
 fi
 
-# A new run never writes into a finished one (fe-host refuses another run's checkpoint folder):
-# when this command ran before, its results are kept under the next free runs/lenet.N.
-if [ -d runs/lenet ] && [[ " $* " != *" --resume "* ]]; then
-    n=1
-    while [ -e "runs/lenet.$n" ]; do n=$((n + 1)); done
-    mv runs/lenet "runs/lenet.$n"
-    echo "fe-host setup: kept the previous run's results in runs/lenet.$n"
-fi
-
+# Each run writes into runs/lenet/version_N of its own (a second run never touches the first);
+# `bash scripts/setup.sh --resume` continues the latest one. The run's last lines say where
+# its best model and checkpoint are, and how to go on from them.
 target/debug/fe-host run examples/lenet.toml "$@"

@@ -462,14 +462,17 @@ fn a_resumed_run_log_reads_as_if_the_run_had_never_stopped() {
     let text = manifest("").replace("[run]\n", "[run]\nlog_dir = \"logs\"\n");
     let whole = full_run(&dir, "whole", &text, &[]);
     // The crashed attempt wrote rows past its last checkpoint (ckpt-8, inside epoch 2); the
-    // resumed run must drop them and write them again, once.
+    // resumed run must drop them and write them again, once. It appends to the version its
+    // checkpoint's run wrote (found by the run id in run.json).
     let resumed_dir = dir.path().join("resumed");
-    std::fs::create_dir_all(resumed_dir.join("logs")).unwrap();
-    std::fs::copy(
-        whole.join("logs/log.jsonl"),
-        resumed_dir.join("logs/log.jsonl"),
-    )
-    .unwrap();
+    std::fs::create_dir_all(resumed_dir.join("logs/version_0")).unwrap();
+    for file in ["log.jsonl", "run.json"] {
+        std::fs::copy(
+            whole.join("logs/version_0").join(file),
+            resumed_dir.join("logs/version_0").join(file),
+        )
+        .unwrap();
+    }
     let from = whole.join("ckpt/ckpt-8");
     let resumed = full_run(
         &dir,
@@ -478,7 +481,7 @@ fn a_resumed_run_log_reads_as_if_the_run_had_never_stopped() {
         &["--resume", &from.to_string_lossy()],
     );
     let rows = |d: &Path| -> Vec<JsonlRow> {
-        let mut rows = read_jsonl_rows(&d.join("logs/log.jsonl")).unwrap();
+        let mut rows = read_jsonl_rows(&d.join("logs/version_0/log.jsonl")).unwrap();
         for row in &mut rows {
             if let JsonlRow::Epoch(row) = row {
                 // Timings differ between runs; everything else must not.
@@ -488,9 +491,17 @@ fn a_resumed_run_log_reads_as_if_the_run_had_never_stopped() {
         rows
     };
     let (a, b) = (rows(&whole), rows(&resumed));
-    assert_eq!(a.len(), 6, "train and eval rows of 3 epochs: {a:?}");
+    // A row at every logged step (log_steps = 2: steps 1, 2, 4, ..., 18 of three 6-step
+    // epochs), one at each training epoch's end, and the evaluation rows.
+    let count = |mode: &str| {
+        a.iter()
+            .filter(|r| matches!(r, JsonlRow::Epoch(r) if r.mode == mode))
+            .count()
+    };
+    assert_eq!((count("train"), count("eval")), (10 + 3, 3), "{a:?}");
     assert_eq!(a, b);
-    assert!(resumed.join("logs/metrics.svg").is_file());
+    assert!(resumed.join("logs/version_0/metrics.svg").is_file());
+    assert!(!resumed.join("logs/version_1").exists(), "a new version");
 }
 
 #[test]

@@ -83,8 +83,9 @@ fn a_smoke_run_leaves_every_file_of_a_finished_run_byte_identical() {
     assert_eq!(finished.code, 0, "{}", finished.stderr);
     let before = hashes(dir);
     for expected in [
-        "out/run/log.jsonl",
-        "out/run/metrics.svg",
+        "out/run/version_0/log.jsonl",
+        "out/run/version_0/metrics.svg",
+        "out/run/version_0/run.json",
         "out/best/lenet_best_ce.safetensors",
         "out/every/lenet_epoch_1.safetensors",
         "out/logs/log.csv",
@@ -104,13 +105,18 @@ fn a_smoke_run_leaves_every_file_of_a_finished_run_byte_identical() {
         "{before:?}"
     );
 
-    let smoke = run_in(dir, &["run", "m.toml", "--smoke"]);
+    let smoke = run_in(dir, &["run", "m.toml", "--smoke", "--summary", "s.json"]);
     assert_eq!(smoke.code, 0, "{}", smoke.stderr);
     assert_contains!(smoke.stdout, "fe-host smoke: ok");
     assert_eq!(
         hashes(dir),
         before,
         "a smoke run changed the finished run's files"
+    );
+    assert_eq!(
+        names(&dir.join("out/run")),
+        ["latest", "version_0"],
+        "a smoke run takes no version"
     );
 
     // `--keep` leaves what it wrote, every output in its own directory, and says where.

@@ -22,6 +22,7 @@ mod outputs;
 mod overrides;
 mod pipeline;
 mod render;
+mod run_dirs;
 mod scaffold;
 mod scheduling;
 mod slicing;

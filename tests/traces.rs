@@ -252,12 +252,13 @@ fn log_dir_gets_the_run_log_and_a_plot_and_logs_compares_runs() {
             .into();
         assert_eq!(out.code, 0, "{}", out.stderr);
         assert!(out.stdout.contains("metrics.svg"), "{}", out.stdout);
-        assert_image(&log_dir.join("metrics.svg"), 10_000);
-        let history = read_jsonl(&log_dir.join("log.jsonl")).unwrap();
+        let version = log_dir.join("version_0");
+        assert_image(&version.join("metrics.svg"), 10_000);
+        let history = read_jsonl(&version.join("log.jsonl")).unwrap();
         assert_eq!(history["eval"]["accuracy"].len(), 2);
         runs.push(log_dir);
     }
-    let svg = std::fs::read_to_string(runs[0].join("metrics.svg")).unwrap();
+    let svg = std::fs::read_to_string(runs[0].join("version_0/metrics.svg")).unwrap();
     for key in ["accuracy", "ce"] {
         assert!(svg.contains(key), "a panel for {key}");
     }
@@ -270,7 +271,11 @@ fn log_dir_gets_the_run_log_and_a_plot_and_logs_compares_runs() {
         &png.to_string_lossy(),
     ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("2 run(s)"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("2 run(s) (a/version_0, b/version_0)"),
+        "{}",
+        out.stdout
+    );
     assert_image(&png, 10_000);
 }
 

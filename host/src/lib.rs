@@ -24,6 +24,7 @@ pub mod predict;
 pub mod render;
 pub mod report;
 pub mod rng;
+pub mod run_dir;
 pub mod runtime;
 pub mod schedule;
 pub mod shim;

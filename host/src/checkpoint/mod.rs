@@ -141,14 +141,19 @@ pub struct ComponentRecord {
     pub tensors: bool,
 }
 
-/// The checkpoint root of `manifest`: its `[checkpoint] dir`, or `checkpoints` next to it
-/// (where `--resume` looks, and where a run without `[checkpoint]` saves when it is stopped).
+/// The checkpoint root of `manifest`: its `[checkpoint] dir`, or `checkpoints` in the run's
+/// version directory, or next to the manifest when the run has none (where `--resume` looks,
+/// and where a run without `[checkpoint]` saves when it is stopped).
 pub fn default_root(manifest: &crate::manifest::Manifest) -> std::path::PathBuf {
+    let fallback = || match &manifest.outputs_moved {
+        Some((_, version)) => version.join("checkpoints"),
+        None => manifest.dir().join("checkpoints"),
+    };
     manifest
         .checkpoint
         .as_ref()
         .map(|c| c.dir.clone())
-        .unwrap_or_else(|| manifest.dir().join("checkpoints"))
+        .unwrap_or_else(fallback)
 }
 
 /// The checkpoint `path` names: a checkpoint directory, or a checkpoint root (its `latest`).

@@ -14,6 +14,9 @@ mod pipeline;
 pub use pipeline::PipelineArgs;
 mod scaffold;
 pub use scaffold::NewPluginArgs;
+mod logs;
+mod versions;
+pub use logs::LogsArgs;
 
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
@@ -80,17 +83,6 @@ pub enum NewCommand {
     /// A plugin crate that builds outside this repository: one component of the chosen kind
     /// with a unit test, the libtorch this fe-host uses, and a README.
     Plugin(NewPluginArgs),
-}
-
-/// `fe-host logs`
-#[derive(Args, Debug)]
-pub struct LogsArgs {
-    /// `.jsonl` or `.csv` logs, or directories holding them (a run's `run.log_dir`).
-    #[arg(required = true, value_name = "PATH")]
-    pub paths: Vec<PathBuf>,
-    /// The plot to write: `.svg` or `.png`.
-    #[arg(long, value_name = "FILE", default_value = "logs.svg")]
-    pub out: PathBuf,
 }
 
 /// `--set KEY=VALUE` overrides of manifest values.
@@ -467,38 +459,7 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Checkpoint(command) => checkpoint::run(command),
-        Command::Logs(args) => {
-            if let Some(missing) = args.paths.iter().find(|p| !p.exists()) {
-                return Err(Error::Usage(format!(
-                    "{}: no such log file or directory",
-                    missing.display()
-                )));
-            }
-            let runs = crate::report::load_runs(&args.paths)?;
-            let logged = |run: &crate::report::RunHistory| {
-                run.history
-                    .values()
-                    .flat_map(|keys| keys.values())
-                    .any(|steps| !steps.is_empty())
-            };
-            if !runs.iter().any(logged) {
-                let names: Vec<String> =
-                    args.paths.iter().map(|p| p.display().to_string()).collect();
-                return Err(Error::Usage(format!(
-                    "nothing to plot: {} logged no values (a run stopped before it logged anything writes an empty log)",
-                    names.join(", ")
-                )));
-            }
-            crate::report::write_plot(&runs, &args.out)?;
-            let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
-            println!(
-                "plotted {} run(s) ({}) to {}",
-                runs.len(),
-                names.join(", "),
-                args.out.display()
-            );
-            Ok(())
-        }
+        Command::Logs(args) => logs::run(args),
         Command::Devices => {
             print!("{}", crate::device::report());
             Ok(())
@@ -569,6 +530,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         .smoke
         .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
     let from_flag = args.log_dir.is_some();
+    let named_root = manifest.run.log_dir.clone();
     if let Some(dir) = args.log_dir {
         manifest.run.log_dir = Some(dir);
     }
@@ -576,6 +538,13 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         checkpoint::smoke_manifest(&mut manifest, dir);
     }
     check_before_building(&manifest, args.threads, from_flag)?;
+    let version = match smoke_dir {
+        Some(_) => None,
+        None => versions::choose(&mut manifest, named_root, args.resume.as_deref())?,
+    };
+    // Every rank resolves the version (a resume reads its checkpoints from it); rank 0 alone
+    // makes it, points `latest` at it and removes it after a failed start.
+    let version = version.filter(|_| speaks);
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
@@ -617,8 +586,20 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         }
         return outcome;
     }
+    if let Some(version) = &version {
+        let run_id = &estimator.checkpointing.run_id;
+        // The run checks this again when it starts; here, so that a refused run leaves no
+        // version directory behind either.
+        if let Some(config) = &manifest.checkpoint {
+            crate::checkpoint::check_owner(&config.dir, run_id)?;
+        }
+        version.create(run_id, &args.manifest, args.quiet)?;
+    }
     crate::stop::install();
     let mut outcome = estimator.fit();
+    if let (Err(_), Some(version)) = (&outcome, &version) {
+        version.forget_if_unused();
+    }
     if let Err(Error::Stopped {
         resume, checkpoint, ..
     }) = &mut outcome

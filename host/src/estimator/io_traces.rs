@@ -362,6 +362,9 @@ pub struct EpochLogger {
     monitor: Option<Vec<String>>,
     /// `(id key, [(value key, name)])`.
     instances: Option<(KeyId, Vec<(KeyId, String)>)>,
+    /// A row at every step that logged something, not only one per epoch (the run log, so
+    /// that `fe-host logs` re-plots the curves the run's own plot has).
+    every_step: bool,
 }
 
 impl EpochLogger {
@@ -377,6 +380,16 @@ impl EpochLogger {
             logged: BTreeMap::new(),
             monitor,
             instances,
+            every_step: false,
+        }
+    }
+
+    /// The run log (`run.log_dir`): into `file`, a row at every step that logged a value and
+    /// at every epoch's end, each with what was logged then.
+    pub fn every_step(file: LogFile) -> Self {
+        Self {
+            every_step: true,
+            ..Self::new(file, None, None)
         }
     }
 
@@ -445,6 +458,15 @@ impl HostTrace for EpochLogger {
     }
 
     fn on_batch_end(&mut self, cx: &mut Cx<'_>, batch: &Batch) -> Result<()> {
+        if self.every_step {
+            let values = scalars(cx.data, &self.monitor);
+            return match &mut self.file {
+                Some(OpenLog::Jsonl(file)) if !values.is_empty() => {
+                    file.write_step(&epoch_row(cx, values))
+                }
+                _ => Ok(()),
+            };
+        }
         self.logged.extend(scalars(cx.data, &self.monitor));
         let rows = self.instance_rows(cx, batch)?;
         if let Some(OpenLog::Jsonl(file)) = &mut self.file {

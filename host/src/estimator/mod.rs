@@ -82,8 +82,6 @@ pub struct Estimator {
     pub stop: crate::stop::StopRequest,
     /// `run.log_dir`: the run log and the end-of-run plot go here.
     log_dir: Option<PathBuf>,
-    /// The run's name in plots (the manifest's file stem).
-    name: String,
     progress: progress::Progress,
 }
 
@@ -164,10 +162,8 @@ impl Estimator {
             all.push(TraceSlot::host(
                 "RunLog (run.log_dir)",
                 ModeFilter::ALL,
-                Box::new(io_traces::EpochLogger::new(
+                Box::new(io_traces::EpochLogger::every_step(
                     io_traces::LogFile::Jsonl(dir.join(LOG_FILE)),
-                    None,
-                    None,
                 )),
             ));
         }
@@ -218,10 +214,6 @@ impl Estimator {
             test: true,
             stop: crate::stop::StopRequest::default(),
             log_dir: manifest.run.log_dir.clone(),
-            name: manifest
-                .file
-                .file_stem()
-                .map_or_else(|| "run".to_owned(), |s| s.to_string_lossy().into_owned()),
             progress: progress::Progress::new(options.progress && !options.quiet),
         };
         estimator.check_keys(manifest)?;
@@ -362,9 +354,11 @@ impl Estimator {
         if !crate::dist::role::writes_outputs() {
             return Ok(());
         }
+        // Named and filtered as `fe-host logs` names and filters the run log, so re-plotting
+        // the log draws this plot again.
         let run = crate::report::RunHistory {
-            name: self.name.clone(),
-            history: self.system.summary.history.clone(),
+            name: crate::report::run_name(&dir.join(LOG_FILE)),
+            history: crate::report::without_rates(self.system.summary.history.clone()),
         };
         let path = dir.join(PLOT_FILE);
         crate::report::write_plot(&[run], &path)?;

@@ -52,6 +52,9 @@ pub struct Manifest {
     /// Where every file a trace writes goes instead of the paths the manifest names (a smoke
     /// run's temporary directory); `None`: where the manifest says.
     pub outputs_into: Option<PathBuf>,
+    /// The run's version directory and the root it versions (see [`crate::run_dir`]): every
+    /// output named under the root is written at the same place under the version instead.
+    pub outputs_moved: Option<(PathBuf, PathBuf)>,
 }
 
 /// `[checkpoint]`, validated.
@@ -297,10 +300,24 @@ impl Manifest {
     /// the manifest): there, or with [`Manifest::outputs_into`] set, at the same relative
     /// place inside that directory.
     pub fn output_path(&self, configured: &Path) -> PathBuf {
-        match &self.outputs_into {
-            None => self.dir().join(configured),
-            Some(root) => root.join(redirected(configured)),
+        let named = self.dir().join(configured);
+        match (&self.outputs_into, &self.outputs_moved) {
+            (Some(root), _) => root.join(redirected(configured)),
+            (None, Some((from, to))) => crate::run_dir::relocate(&named, from, to).unwrap_or(named),
+            (None, None) => named,
         }
+    }
+
+    /// Makes `version` (a directory of the versioned root `root`) where this run writes: the
+    /// run log, and every output and the checkpoint folder named under `root`, move into it.
+    pub fn move_outputs(&mut self, root: &Path, version: &Path) {
+        if let Some(checkpoint) = &mut self.checkpoint {
+            if let Some(moved) = crate::run_dir::relocate(&checkpoint.dir, root, version) {
+                checkpoint.dir = moved;
+            }
+        }
+        self.run.log_dir = Some(version.to_path_buf());
+        self.outputs_moved = Some((root.to_path_buf(), version.to_path_buf()));
     }
 }
 

@@ -191,6 +191,7 @@ pub(super) fn validate(
         traces,
         checkpoint,
         outputs_into: None,
+        outputs_moved: None,
     })
 }
 

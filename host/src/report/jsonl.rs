@@ -6,7 +6,8 @@
 //! {"mode":"eval","epoch":3,"step":375,"instance":{"id":17,"values":{"ce":2.31}}}
 //! ```
 //!
-//! Epoch rows carry every key logged that epoch; instance rows carry one sample's values
+//! Epoch rows carry every key logged that epoch (the run log, `run.log_dir/log.jsonl`, writes
+//! such a row at every step that logged something, with what was logged then); instance rows carry one sample's values
 //! (FastEstimator's `instance_id_key`), keyed by the sample's id. Numbers are written losslessly
 //! ([`format_value`]); JSON has no NaN or infinities, so those are the strings `"NaN"`, `"inf"`
 //! and `"-inf"`. Readers ignore members they do not know, so rows can grow fields.
@@ -127,13 +128,18 @@ impl JsonlLogger {
 
     /// Writes one epoch row and flushes.
     pub fn write_epoch(&mut self, row: &EpochRow) -> Result<()> {
+        self.write_step(row)?;
+        self.flush()
+    }
+
+    /// Writes one row logged after a step (buffered; the epoch's row flushes it).
+    pub fn write_step(&mut self, row: &EpochRow) -> Result<()> {
         let line = format!(
             "{{{},\"values\":{}}}\n",
             head(&row.mode, row.epoch, row.step),
             values_object(&row.values)
         );
-        self.write_line(&line)?;
-        self.flush()
+        self.write_line(&line)
     }
 
     /// Writes one instance row (buffered).

@@ -168,13 +168,35 @@ pub fn read_log(path: &Path) -> Result<History> {
 }
 
 /// A run's name: its log's file stem, or for `log.jsonl`/`log.csv` (a run's `log_dir`) its
-/// directory's name.
-fn run_name(path: &Path) -> String {
+/// directory's name, with its root's for a version directory (`lenet/version_2`).
+pub fn run_name(path: &Path) -> String {
     let stem = file_stem(path);
-    match path.parent().and_then(Path::file_name) {
-        Some(dir) if stem == "log" => dir.to_string_lossy().into_owned(),
+    let dir = path.parent();
+    match dir.and_then(Path::file_name).map(|d| d.to_string_lossy()) {
+        Some(name) if stem == "log" && crate::run_dir::parse_version(&name).is_some() => {
+            match dir.and_then(Path::parent).and_then(Path::file_name) {
+                Some(root) => format!("{}/{name}", root.to_string_lossy()),
+                None => name.into_owned(),
+            }
+        }
+        Some(name) if stem == "log" => name.into_owned(),
         _ => stem,
     }
+}
+
+/// Whether `key` is a rate (`steps/sec`, `steps/sec (overall)`): how fast a run went, not how
+/// it learned, so plots leave it out unless asked.
+pub fn is_rate(key: &str) -> bool {
+    key.contains("/sec")
+}
+
+/// `history` without its rates ([`is_rate`]).
+pub fn without_rates(mut history: History) -> History {
+    for keys in history.values_mut() {
+        keys.retain(|key, _| !is_rate(key));
+    }
+    history.retain(|_, keys| !keys.is_empty());
+    history
 }
 
 fn file_stem(path: &Path) -> String {

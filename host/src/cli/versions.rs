@@ -1,0 +1,144 @@
+//! Which version directory of its root (`run.log_dir`) a run writes into (see
+//! [`crate::run_dir`]): the one [`VERSION_ENV`](crate::run_dir::VERSION_ENV) names, the one a
+//! resumed checkpoint came from, or the next free one.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::manifest::Manifest;
+use crate::run_dir::{self, RunDir, RunRecord};
+
+/// The version a run took, and whether it is new (not resumed nor named by a launcher).
+pub struct Chosen {
+    /// The version.
+    pub dir: RunDir,
+    /// A newly chosen version, which no other run may hold.
+    pub fresh: bool,
+    /// The version `latest` named before this run.
+    previous: Option<u32>,
+    /// The root and those of its parents that did not exist before this run, innermost first.
+    new_dirs: Vec<PathBuf>,
+}
+
+impl Chosen {
+    /// Makes the version directory when the run starts; says where the run writes.
+    pub fn create(&self, run_id: &str, manifest: &Path, quiet: bool) -> Result<()> {
+        let record = RunRecord {
+            run_id: run_id.to_owned(),
+            started: crate::system::timestamp(),
+            manifest: manifest.to_path_buf(),
+        };
+        self.dir.create(&record, self.fresh)?;
+        if !quiet {
+            println!(
+                "fe-host run: writing into {} ({} links to it);",
+                self.dir.path().display(),
+                self.dir.root.join(run_dir::LATEST).display()
+            );
+        }
+        Ok(())
+    }
+
+    /// After a failed run: a new version it wrote nothing into but its `run.json` (it failed
+    /// at start, in the warm-up say) is removed and `latest` named what it named before, so
+    /// the failure leaves nothing behind.
+    pub fn forget_if_unused(&self) {
+        let dir = self.dir.path();
+        let unused = std::fs::read_dir(&dir)
+            .map(|entries| {
+                let names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+                names.len() == 1 && names[0] == run_dir::RUN_FILE
+            })
+            .unwrap_or(false);
+        if !self.fresh || !unused {
+            return;
+        }
+        let _ = std::fs::remove_file(dir.join(run_dir::RUN_FILE));
+        let _ = std::fs::remove_dir(&dir);
+        match self.previous {
+            Some(version) => {
+                let _ = run_dir::RunDir {
+                    root: self.dir.root.clone(),
+                    version,
+                }
+                .point_latest();
+            }
+            None => {
+                let _ = std::fs::remove_file(self.dir.root.join(run_dir::LATEST));
+                for dir in &self.new_dirs {
+                    // Only when empty: another process may have written there meanwhile.
+                    let _ = std::fs::remove_dir(dir);
+                }
+            }
+        }
+    }
+}
+
+/// Chooses the version of a run with a `run.log_dir` (`named_root`: the one the manifest
+/// names, which `--log-dir` may have replaced) and moves the run's outputs into it; writes
+/// nothing. `resume` is `--resume`'s value.
+pub fn choose(
+    manifest: &mut Manifest,
+    named_root: Option<PathBuf>,
+    resume: Option<&str>,
+) -> Result<Option<Chosen>> {
+    // Checked whether or not the run is versioned: a launcher's mistake is never silent.
+    let from_env = run_dir::version_from_env()?;
+    let Some(root) = manifest.run.log_dir.clone() else {
+        return Ok(None);
+    };
+    let from = named_root.unwrap_or_else(|| root.clone());
+    let requested = match (from_env, resume) {
+        (Some(version), _) => Some(version),
+        (None, None) => None,
+        (None, Some(request)) => resumed_version(manifest, (&from, &root), request)?,
+    };
+    let dir = RunDir::choose(&root, requested)?;
+    manifest.move_outputs(&from, &dir.path());
+    Ok(Some(Chosen {
+        dir,
+        fresh: requested.is_none(),
+        previous: run_dir::latest(&root)?,
+        new_dirs: root
+            .ancestors()
+            .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
+            .map(Path::to_path_buf)
+            .collect(),
+    }))
+}
+
+/// The version a resumed run appends to: `latest` resumes the latest version when the
+/// checkpoints live in the versions; a checkpoint path inside a version names it; otherwise
+/// the version whose run wrote the checkpoint. `None` (a new version) when no version did.
+/// `named` is the root the manifest names, `root` the one the run writes under.
+fn resumed_version(
+    manifest: &Manifest,
+    (named, root): (&Path, &Path),
+    request: &str,
+) -> Result<Option<u32>> {
+    let checkpoints = crate::checkpoint::default_root(manifest);
+    let path = if request == "latest" {
+        let versioned =
+            manifest.checkpoint.is_none() || run_dir::relocate(&checkpoints, named, root).is_some();
+        if versioned {
+            return run_dir::latest(root);
+        }
+        checkpoints
+    } else {
+        PathBuf::from(request)
+    };
+    if let Some(version) = run_dir::version_containing(root, &path) {
+        return Ok(Some(version));
+    }
+    // A checkpoint that cannot be read is reported by the resume itself.
+    let Ok(checkpoint) = crate::checkpoint::resolve(&path) else {
+        return Ok(None);
+    };
+    let Ok(bytes) = std::fs::read(checkpoint.join("checkpoint.json")) else {
+        return Ok(None);
+    };
+    match serde_json::from_slice::<crate::checkpoint::CheckpointInfo>(&bytes) {
+        Ok(info) if !info.run_id.is_empty() => run_dir::version_of_run(root, &info.run_id),
+        _ => Ok(None),
+    }
+}

@@ -1,0 +1,261 @@
+//! Versioned run directories: every run with a `run.log_dir` (its root) writes into a
+//! `version_N` of its own, `latest` links to the last one started or resumed, a resumed run
+//! appends to its own version, and `fe-host logs` reads a root.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::util::{fe_host, lenet_manifest, Run, TempDir};
+
+/// LeNet for 4 steps an epoch, logging every 2, with its best model and checkpoints under
+/// its root `runs/lenet`, as examples/lenet.toml keeps them.
+fn versioned() -> String {
+    lenet_manifest(
+        1,
+        r#"
+[[traces]]
+trace = "BestModelSaver"
+model = "lenet"
+save_dir = "runs/lenet/best"
+
+[checkpoint]
+dir = "runs/lenet/checkpoints"
+every_epochs = 1
+"#,
+    )
+    .replace(
+        "log_steps = 50",
+        "log_steps = 2\ntrain_steps_per_epoch = 4\neval_steps_per_epoch = 1\nlog_dir = \"runs/lenet\"",
+    )
+}
+
+fn run_in(dir: &Path, args: &[&str]) -> Run {
+    let out: Run = fe_host()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{args:?}: {}{}", out.stdout, out.stderr);
+    out
+}
+
+/// sha256 of every file under `dir`, by relative path.
+fn hashes(dir: &Path) -> BTreeMap<PathBuf, String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                let relative = path.strip_prefix(root).unwrap().to_path_buf();
+                out.insert(relative, fe_host::checkpoint::store::sha256_hex(&bytes));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn latest(root: &Path) -> String {
+    std::fs::read_link(root.join("latest"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn two_runs_get_two_versions_and_a_resume_appends_to_its_own() {
+    let temp = TempDir::new("run-versions");
+    let dir = temp.path();
+    std::fs::write(dir.join("m.toml"), versioned()).unwrap();
+    let root = dir.join("runs/lenet");
+
+    let first = run_in(dir, &["run", "m.toml"]);
+    assert_contains!(
+        first.stdout,
+        "fe-host run: writing into runs/lenet/version_0 (runs/lenet/latest links to it);"
+    );
+    assert_contains!(
+        first.stdout,
+        "fe-host saved: model runs/lenet/version_0/best/lenet_best_ce.safetensors;"
+    );
+    assert_contains!(
+        first.stdout,
+        "fe-host saved: checkpoint runs/lenet/version_0/checkpoints/ckpt-4;"
+    );
+    assert_eq!(latest(&root), "version_0");
+    let version_0 = hashes(&root.join("version_0"));
+    for file in [
+        "run.json",
+        "log.jsonl",
+        "metrics.svg",
+        "best/lenet_best_ce.safetensors",
+        "checkpoints/ckpt-4/MANIFEST.json",
+    ] {
+        assert!(
+            version_0.contains_key(Path::new(file)),
+            "{file}: {version_0:?}"
+        );
+    }
+
+    // A second run into the same root leaves the first untouched.
+    let second = run_in(dir, &["run", "m.toml", "-q", "--summary", "summary.json"]);
+    assert_eq!(second.stdout, "", "-q prints nothing");
+    assert_eq!(entries(&root), ["latest", "version_0", "version_1"]);
+    assert_eq!(latest(&root), "version_1");
+    assert_eq!(hashes(&root.join("version_0")), version_0);
+    let version_1 = hashes(&root.join("version_1"));
+
+    // The run log holds every value the run logged, at the step it was logged (rates left
+    // aside: the overall rate is only known once the run has ended).
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: fe_host::report::History =
+        serde_json::from_value(summary["history"].clone()).unwrap();
+    let logged = fe_host::report::read_jsonl(&root.join("version_1/log.jsonl")).unwrap();
+    assert_eq!(
+        fe_host::report::without_rates(logged.clone()),
+        fe_host::report::without_rates(summary)
+    );
+    assert_eq!(
+        logged["train"]["ce"].keys().copied().collect::<Vec<_>>(),
+        [1, 2, 4]
+    );
+
+    // Resuming version 0 by its checkpoint folder appends to it, and makes it the latest.
+    let resumed = run_in(
+        dir,
+        &[
+            "run",
+            "m.toml",
+            "--resume",
+            "runs/lenet/version_0/checkpoints",
+            "--epochs",
+            "2",
+        ],
+    );
+    assert_contains!(resumed.stdout, "writing into runs/lenet/version_0");
+    assert_eq!(entries(&root), ["latest", "version_0", "version_1"]);
+    assert_eq!(latest(&root), "version_0");
+    assert_eq!(hashes(&root.join("version_1")), version_1);
+    assert_eq!(
+        entries(&root.join("version_0/checkpoints")),
+        ["ckpt-4", "ckpt-8", "latest"]
+    );
+    // `--resume` alone continues the latest version.
+    run_in(dir, &["run", "m.toml", "-q", "--resume", "--epochs", "3"]);
+    assert_eq!(entries(&root), ["latest", "version_0", "version_1"]);
+    let history = fe_host::report::read_jsonl(&root.join("version_0/log.jsonl")).unwrap();
+    assert_eq!(
+        history["eval"]["ce"].keys().copied().collect::<Vec<_>>(),
+        [4, 8, 12],
+        "one evaluation row per epoch, each once"
+    );
+    assert_eq!(
+        hashes(&root.join("version_0")).get(Path::new("run.json")),
+        version_0.get(Path::new("run.json")),
+        "a resumed run keeps the record of its first start"
+    );
+
+    // `fe-host logs` lists the versions, and re-plots a version as the run plotted it.
+    let list = run_in(dir, &["logs", "--list", "runs/lenet"]);
+    let lines: Vec<&str> = list.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", list.stdout);
+    assert_eq!(lines[0], "runs/lenet:");
+    assert!(
+        lines[1].starts_with("  version_0 (latest): started 20"),
+        "{}",
+        lines[1]
+    );
+    assert_contains!(lines[1], "reached epoch 3, step 12; best ce ");
+    assert!(
+        lines[2].starts_with("  version_1: started 20"),
+        "{}",
+        lines[2]
+    );
+    assert_contains!(lines[2], "reached epoch 1, step 4; best ce ");
+
+    let plotted = run_in(dir, &["logs", "runs/lenet", "--out", "latest.svg"]);
+    assert_contains!(
+        plotted.stdout,
+        "plotted 1 run(s) (lenet/version_0) to latest.svg"
+    );
+    assert!(
+        std::fs::read(dir.join("latest.svg")).unwrap()
+            == std::fs::read(root.join("version_0/metrics.svg")).unwrap(),
+        "logs re-plots the run's own plot"
+    );
+    let svg = std::fs::read_to_string(dir.join("latest.svg")).unwrap();
+    assert!(!svg.contains("steps/sec"), "rates are left out by default");
+    run_in(
+        dir,
+        &["logs", "runs/lenet", "--version", "1", "--out", "v1.svg"],
+    );
+    assert!(
+        std::fs::read(dir.join("v1.svg")).unwrap()
+            == std::fs::read(root.join("version_1/metrics.svg")).unwrap()
+    );
+    let with_rates = run_in(
+        dir,
+        &["logs", "runs/lenet", "--rates", "--out", "rates.svg"],
+    );
+    assert_contains!(with_rates.stdout, "rates.svg");
+    assert_contains!(
+        std::fs::read_to_string(dir.join("rates.svg")).unwrap(),
+        "steps/sec"
+    );
+}
+
+#[test]
+fn a_launcher_names_the_version_every_rank_writes_into() {
+    let temp = TempDir::new("run-version-env");
+    let dir = temp.path();
+    std::fs::write(dir.join("m.toml"), versioned()).unwrap();
+    let out: Run = fe_host()
+        .current_dir(dir)
+        .env("FE_RUN_VERSION", "7")
+        .args(["run", "m.toml", "-q"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let root = dir.join("runs/lenet");
+    assert_eq!(entries(&root), ["latest", "version_7"]);
+    assert!(root.join("version_7/checkpoints/ckpt-4").is_dir());
+    // The next run without it takes the next free number.
+    run_in(dir, &["run", "m.toml", "-q"]);
+    assert_eq!(entries(&root), ["latest", "version_7", "version_8"]);
+    assert_eq!(latest(&root), "version_8");
+}
+
+#[test]
+fn a_run_that_fails_at_start_leaves_no_version_behind() {
+    let temp = TempDir::new("run-version-failed");
+    let dir = temp.path();
+    // The warm-up step fails: an MLP cannot take 28x28 images as 100 inputs.
+    let text = versioned().replace(
+        "architecture = \"LeNet\"",
+        "architecture = \"MLP\"\ninputs = 100",
+    );
+    std::fs::write(dir.join("m.toml"), text).unwrap();
+    let out: Run = fe_host()
+        .current_dir(dir)
+        .args(["run", "m.toml", "-q"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(entries(dir), ["m.toml"], "nothing left behind");
+}
