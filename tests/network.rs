@@ -1,4 +1,4 @@
-//! The Network's semantics (seeds 000, 001, 003), driven through the library with real plugins
+//! The Network's semantics (FastEstimator's `fe.network` and `fe.op.tensorop.UpdateOp` documentation), driven through the library with real plugins
 //! loaded by the real loader: key resolution, filters, slicers, UpdateOp, mixed precision.
 
 use std::collections::BTreeSet;

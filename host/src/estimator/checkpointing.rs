@@ -48,6 +48,17 @@ struct ModelRecord {
     current_optimizer: Option<usize>,
     scaler: Option<GradScaler>,
     optimizers: Vec<OptimizerRecord>,
+    /// For a TorchScript architecture: the file and its sha256 (absent in checkpoints written
+    /// before they were recorded, and for other architectures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    torchscript: Option<ArchitectureFile>,
+}
+
+/// The file an architecture was read from, as a checkpoint records it.
+#[derive(Serialize, Deserialize)]
+struct ArchitectureFile {
+    file: String,
+    sha256: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -246,6 +257,10 @@ impl Estimator {
                 current_optimizer: model.current_optimizer,
                 scaler: model.scaler.clone(),
                 optimizers,
+                torchscript: model.torchscript.as_ref().map(|source| ArchitectureFile {
+                    file: source.file.display().to_string(),
+                    sha256: source.sha256.clone(),
+                }),
             };
             files.push((
                 format!("models/{name}.json"),
@@ -341,6 +356,7 @@ impl Estimator {
             &plugins,
             &self.checkpointing.plugins,
         ));
+        differences.extend(self.architecture_differences(files)?);
         differences
             .verdict(options.allow_changes)
             .map_err(|message| Error::Checkpoint {
@@ -432,6 +448,36 @@ impl Estimator {
                 .map_err(|e| files.problem(&path, format!("cannot be loaded into {name}: {e}")))?;
         }
         Ok(())
+    }
+
+    /// A TorchScript file whose contents changed since the checkpoint is another architecture
+    /// under the same manifest text: refused like an edit of the manifest.
+    fn architecture_differences(&self, files: &Files) -> Result<compat::Differences> {
+        let mut differences = compat::Differences::default();
+        for model in &self.network.models {
+            let Some(source) = &model.torchscript else {
+                continue;
+            };
+            let record_path = format!("models/{}.json", model.name);
+            if !files.has(&record_path) {
+                continue;
+            }
+            let record: ModelRecord = files.parse_json(&record_path)?;
+            if let Some(saved) = record
+                .torchscript
+                .filter(|saved| saved.sha256 != source.sha256)
+            {
+                differences.incompatible.push(format!(
+                    "the TorchScript file of model `{}` changed: {} had sha256 {} and {} has {}",
+                    model.name,
+                    saved.file,
+                    saved.sha256,
+                    source.file.display(),
+                    source.sha256
+                ));
+            }
+        }
+        Ok(differences)
     }
 
     fn restore_models(&mut self, files: &Files) -> Result<()> {

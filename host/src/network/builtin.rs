@@ -1,4 +1,4 @@
-//! The ops that need the host's models and optimizers: `ModelOp`, `UpdateOp` (seed 003) and
+//! The ops that need the host's models and optimizers: `ModelOp`, `UpdateOp` (as FastEstimator's `fe.op.tensorop.UpdateOp` documents it) and
 //! `GradientOp`.
 
 use serde::Deserialize;

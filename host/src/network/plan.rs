@@ -1,4 +1,4 @@
-//! Key resolution, computed once per (mode, epoch, ds_id) rather than per step: seed 000's
+//! Key resolution, computed once per (mode, epoch, ds_id) rather than per step: FastEstimator's
 //! `_get_ctx_inputs_and_outputs`. Which ops, slicers and post-processing ops run; which keys the
 //! network needs from the batch and which of them go to the device; which results come back;
 //! how gradient ops behave; and the error when a wanted key was sliced but not unsliced.

@@ -4,6 +4,7 @@
 
 pub mod card;
 pub mod export;
+pub mod from_card;
 pub mod input;
 pub mod output;
 
