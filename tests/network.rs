@@ -4,9 +4,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use fe_host::components::load_registry;
 use fe_host::manifest::Manifest;
 use fe_host::network::{Batch, Keys, Network};
-use fe_host::plugins::{load_registry, search_path, Registry};
+use fe_host::plugins::{search_path, Registry};
 use fe_plugin_api::{Mode, StepContext};
 use tch::{Device, Kind, Tensor};
 

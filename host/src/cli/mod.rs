@@ -15,10 +15,11 @@ pub use pipeline::PipelineArgs;
 mod scaffold;
 pub use scaffold::NewPluginArgs;
 
+use crate::components::load_registry;
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
 use crate::manifest::Manifest;
-use crate::plugins::{default_search_path, load_registry, render_list};
+use crate::plugins::{default_search_path, render_list};
 
 /// Trains and evaluates deep-learning models described by a TOML manifest; every op, model and
 /// metric comes from a plugin.
@@ -687,7 +688,7 @@ fn transform(args: TransformArgs) -> Result<()> {
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_registry(&search, &manifest.plugins.sha256)?;
-    let request = crate::estimator::transform::Request {
+    let request = crate::predict::transform::Request {
         mode,
         epoch: args.epoch,
         inputs: args.inputs,
@@ -697,7 +698,7 @@ fn transform(args: TransformArgs) -> Result<()> {
         limit: args.limit,
         out: args.out.clone(),
     };
-    let written = crate::estimator::transform::run(&manifest, &registry, device, &request)?;
+    let written = crate::predict::transform::run(&manifest, &registry, device, &request)?;
     let keys: Vec<String> = written
         .keys
         .iter()
@@ -725,7 +726,7 @@ fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
     // refusals still make the exit code say that something is wrong.
     let set = crate::plugins::load_all_listing(&search, &pins);
     let refused = set.refused.clone();
-    let registry = crate::plugins::Registry::new(set).map_err(Error::Plugins)?;
+    let registry = crate::components::registry(set)?;
     let text = render_list(&registry, &search);
     let _ = std::io::stdout().write_all(text.as_bytes());
     if refused.is_empty() {

@@ -14,8 +14,8 @@ mod metric_state;
 pub mod order;
 mod progress;
 mod report;
+pub mod schedule_changes;
 pub mod traces;
-pub mod transform;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -183,9 +183,9 @@ impl Estimator {
             manifest.run.eval_steps_per_epoch,
         );
         system.eval_log_steps_request = manifest.run.eval_log_steps.clone();
-        let entries = crate::render::changes::scheduled_entries(manifest);
+        let entries = schedule_changes::scheduled_entries(manifest);
         let schedule_changes = (2..=total_epochs)
-            .map(|epoch| (epoch, crate::render::changes::changes_at(&entries, epoch)))
+            .map(|epoch| (epoch, schedule_changes::changes_at(&entries, epoch)))
             .filter(|(_, changes)| !changes.is_empty())
             .collect();
         let checkpointing = checkpointing::Checkpointing {

@@ -79,7 +79,7 @@ pub struct UpdateOp {
     /// The input is gradients rather than a loss.
     pub gradients_input: bool,
     /// The model's loss key (what it trains on, or with given gradients what it logs).
-    pub loss: super::keys::KeyId,
+    pub loss: crate::batch::KeyId,
     /// The keys of given per-parameter gradients, for messages.
     pub gradient_keys: Vec<String>,
     /// Accumulation count.

@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 
 use fe_plugin_api::Mode;
 
-use super::keys::{KeyId, Keys};
 use super::node::{OpKind, OpNode};
 use super::{slicing, Network};
+use crate::batch::{KeyId, Keys};
 use crate::schedule::{DsFilter, InForce, ModeFilter};
 
 /// What one step of a given (mode, epoch, ds_id) does.

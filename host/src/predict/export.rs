@@ -11,9 +11,9 @@ use fe_plugin_api::{ComponentKind, Mode};
 use tch::{Device, Tensor};
 
 use super::card::{self, KeyInfo, ManifestInfo, ModelCard, PluginInfo};
+use super::transform::{self, Request};
 use super::Weights;
 use crate::error::{Error, Result};
-use crate::estimator::transform::{self, Request};
 use crate::manifest::Manifest;
 use crate::network::torchscript::TorchScriptModel;
 use crate::network::{Keys, ModelSlot};
