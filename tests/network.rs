@@ -1,12 +1,13 @@
-//! The Network's semantics (seeds 000, 001, 003), driven through the library with real plugins
+//! The Network's semantics (FastEstimator's `fe.network` and `fe.op.tensorop.UpdateOp` documentation), driven through the library with real plugins
 //! loaded by the real loader: key resolution, filters, slicers, UpdateOp, mixed precision.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use fe_host::components::load_registry;
 use fe_host::manifest::Manifest;
 use fe_host::network::{Batch, Keys, Network};
-use fe_host::plugins::{load_registry, search_path, Registry};
+use fe_host::plugins::{search_path, Registry};
 use fe_plugin_api::{Mode, StepContext};
 use tch::{Device, Kind, Tensor};
 

@@ -1,4 +1,4 @@
-//! Slicers in the network (seed 000): forward and reverse slicing, the checks around it, and
+//! Slicers in the network (FastEstimator's `fe.network.BaseNetwork` documentation): forward and reverse slicing, the checks around it, and
 //! sliced batches matching whole ones. Driven through the library with the real plugins.
 
 use std::collections::BTreeSet;

@@ -8,6 +8,7 @@
 mod util;
 
 mod bad_inputs;
+mod cards;
 mod checkpoints;
 mod cli_errors;
 mod devices;

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use crate::util::{digits, fe_host, root, run_failing, Run, TempDir};
 
-/// The PyTorch side of these tests. `make OUT`: a scripted conv net with batch norm and
+/// The PyTorch side of these tests. `make OUT [SEED]`: a scripted conv net with batch norm and
 /// dropout (so train/eval mode matters) ending in a softmax. `jit MODULE IDX CSV`: runs the
 /// exported module on the first CSV-row-count images of an IDX file, min-max scaled as the
 /// manifest's pipeline does, and prints the largest difference from the CSV's scores.
@@ -74,6 +74,7 @@ def compare(module, idx, table):
 
 torch.manual_seed(0)
 if sys.argv[1] == 'make':
+    torch.manual_seed(int(sys.argv[3]) if len(sys.argv) > 3 else 0)
     torch.jit.script(Net()).save(sys.argv[2])
 elif sys.argv[1] == 'jit':
     compare(torch.jit.load(sys.argv[2]), sys.argv[3], sys.argv[4])
@@ -205,6 +206,33 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
     ] {
         assert!(names.iter().any(|n| n == buffer), "{buffer} in {names:?}");
     }
+    // Another TorchScript file under the same name is another model: a resume is refused,
+    // naming the file with both hashes, even with --allow-changes.
+    let saved_sha = fe_host::plugins::sha256_file(&resumed.join("net.pt")).unwrap();
+    python(&resumed, &["make", "net.pt", "1"]);
+    let changed_sha = fe_host::plugins::sha256_file(&resumed.join("net.pt")).unwrap();
+    assert_ne!(saved_sha, changed_sha);
+    let refused: Run = fe_host()
+        .current_dir(&resumed)
+        .args([
+            "run",
+            "m.toml",
+            "--resume",
+            "--allow-changes",
+            "--epochs",
+            "3",
+        ])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(refused.code, 6, "{}{}", refused.stdout, refused.stderr);
+    assert_contains!(
+        refused.stderr,
+        "the TorchScript file of model `lenet` changed"
+    );
+    assert_contains!(refused.stderr, "net.pt had sha256");
+    assert_contains!(refused.stderr, saved_sha);
+    assert_contains!(refused.stderr, changed_sha);
 
     // Exported from the checkpoint: TorchScript, safetensors and a card.
     fe_host_in(
@@ -256,6 +284,23 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
     assert!(
         diff <= 1e-5,
         "torch.jit.load differs from fe-host predict by {diff}"
+    );
+    // The export alone, moved away from the manifest and the architecture's file, predicts
+    // the same through its card.
+    let moved = parent.path().join("moved");
+    std::fs::rename(whole.join("export"), &moved).unwrap();
+    std::fs::remove_file(whole.join("net.pt")).unwrap();
+    let card = moved.join("lenet.json");
+    let card = card.to_string_lossy();
+    fe_host_in(
+        parent.path(),
+        &[
+            "predict", &card, "--input", &images, "--limit", "100", "--out", "card.csv",
+        ],
+    );
+    assert_text_eq!(
+        std::fs::read_to_string(parent.path().join("card.csv")).unwrap(),
+        std::fs::read_to_string(whole.join("pred.csv")).unwrap()
     );
 }
 

@@ -232,7 +232,7 @@ fn without_merge_grad_an_overflow_skips_the_step_and_backs_off() {
 
 #[test]
 fn per_parameter_gradients_update_like_the_loss_and_the_loss_stays_the_models_loss() {
-    // Seed 003: `gradients` holds the model's gradients (FastEstimator's GradientOp with a model
+    // FastEstimator's `UpdateOp` documentation: `gradients` holds the model's gradients (FastEstimator's GradientOp with a model
     // gives one per trainable parameter); `loss` is still required, and is what the model's
     // loss is logged as.
     let via_loss = "\n[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse\"\n";

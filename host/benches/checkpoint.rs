@@ -13,10 +13,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use fe_host::checkpoint::{store, Cursor};
+use fe_host::components::load_registry;
 use fe_host::estimator::checkpointing::ResumeOptions;
 use fe_host::estimator::{Estimator, RunOptions};
 use fe_host::manifest::{CheckpointConfig, Manifest};
-use fe_host::plugins::{load_registry, search_path, Registry};
+use fe_host::plugins::{search_path, Registry};
 use tch::{Device, Tensor};
 
 mod common;

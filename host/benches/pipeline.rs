@@ -18,10 +18,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use fe_host::components::load_registry;
 use fe_host::manifest::Manifest;
 use fe_host::network::{KeyId, Keys};
 use fe_host::pipeline::Pipeline;
-use fe_host::plugins::{load_registry, search_path};
+use fe_host::plugins::search_path;
 use fe_plugin_api::Mode;
 
 mod common;

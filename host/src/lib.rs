@@ -8,13 +8,16 @@
 //! The binary (`src/main.rs`) only parses the command line and maps [`Error`]s to exit codes;
 //! everything else lives here.
 
+pub mod batch;
 pub mod checkpoint;
 pub mod cli;
+pub mod components;
 pub mod datagen;
 pub mod device;
 pub mod dist;
 pub mod error;
 pub mod estimator;
+pub mod key_path;
 pub mod manifest;
 pub mod network;
 pub mod optim;

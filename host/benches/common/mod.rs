@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use fe_host::components::load_registry;
 use fe_host::estimator::{Estimator, RunOptions};
 use fe_host::manifest::Manifest;
-use fe_host::plugins::{load_registry, search_path};
+use fe_host::plugins::search_path;
 use tch::{Device, Kind, Tensor};
 
 /// What every benchmark does first: libtorch threads from FE_BENCH_THREADS (default one per

@@ -18,10 +18,11 @@ mod logs;
 mod versions;
 pub use logs::LogsArgs;
 
+use crate::components::load_registry;
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
 use crate::manifest::Manifest;
-use crate::plugins::{default_search_path, load_registry, render_list};
+use crate::plugins::{default_search_path, render_list};
 
 /// Trains and evaluates deep-learning models described by a TOML manifest; every op, model and
 /// metric comes from a plugin.
@@ -253,7 +254,10 @@ pub struct TrainedArgs {
 /// `fe-host predict`
 #[derive(Args, Debug)]
 pub struct PredictArgs {
-    /// The manifest the model was trained with.
+    /// The manifest the model was trained with; or, alone, a model card `fe-host export`
+    /// wrote (`<model>.json`, or its directory when it holds one card), which names its
+    /// weights and carries the rest.
+    #[arg(value_name = "MANIFEST|CARD|EXPORT_DIR")]
     pub manifest: PathBuf,
     /// Trained weights.
     #[command(flatten)]
@@ -714,7 +718,7 @@ fn transform(args: TransformArgs) -> Result<()> {
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_registry(&search, &manifest.plugins.sha256)?;
-    let request = crate::estimator::transform::Request {
+    let request = crate::predict::transform::Request {
         mode,
         epoch: args.epoch,
         inputs: args.inputs,
@@ -724,7 +728,7 @@ fn transform(args: TransformArgs) -> Result<()> {
         limit: args.limit,
         out: args.out.clone(),
     };
-    let written = crate::estimator::transform::run(&manifest, &registry, device, &request)?;
+    let written = crate::predict::transform::run(&manifest, &registry, device, &request)?;
     let keys: Vec<String> = written
         .keys
         .iter()
@@ -752,7 +756,7 @@ fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
     // refusals still make the exit code say that something is wrong.
     let set = crate::plugins::load_all_listing(&search, &pins);
     let refused = set.refused.clone();
-    let registry = crate::plugins::Registry::new(set).map_err(Error::Plugins)?;
+    let registry = crate::components::registry(set)?;
     let text = render_list(&registry, &search);
     let _ = std::io::stdout().write_all(text.as_bytes());
     if refused.is_empty() {
@@ -763,16 +767,34 @@ fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
 }
 
 fn predict(args: PredictArgs) -> Result<()> {
-    let manifest = Manifest::load(&args.manifest)?;
     let weights = crate::predict::Weights::from_flags(
         args.trained.weights,
         args.trained.checkpoint,
         args.random_weights,
     )?;
+    let (manifest, weights, registry) = if crate::predict::from_card::is_card(&args.manifest) {
+        if weights.is_some() {
+            return Err(Error::Usage(format!(
+                "{} is a model card, which names its weights: drop --weights, --checkpoint and --random-weights",
+                args.manifest.display()
+            )));
+        }
+        let model = crate::predict::from_card::open(&args.manifest)?;
+        let mut dirs = args.plugins.plugin_dirs.clone();
+        dirs.extend(model.plugin_dirs());
+        let search = default_search_path(&model.manifest.plugins.paths, &dirs);
+        let registry = load_registry(&search, &model.manifest.plugins.sha256)?;
+        model.check_architecture(&registry)?;
+        let weights = crate::predict::Weights::Files(model.weights);
+        (model.manifest, Some(weights), registry)
+    } else {
+        let manifest = Manifest::load(&args.manifest)?;
+        let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
+        let registry = load_registry(&search, &manifest.plugins.sha256)?;
+        (manifest, weights, registry)
+    };
     crate::runtime::set_threads(manifest.run.threads);
     let device = device(args.device.as_deref(), &manifest)?;
-    let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
-    let registry = load_registry(&search, &manifest.plugins.sha256)?;
     let prediction = crate::predict::Prediction {
         weights,
         inputs: args.inputs,

@@ -13,11 +13,12 @@ use fe_plugin_api::Mode;
 use tch::{Kind, Tensor};
 
 use super::{OverrideArgs, PluginArgs};
+use crate::components::load_registry;
 use crate::error::{Error, Result};
 use crate::network::{Batch, KeyId, Keys};
 use crate::pipeline::order::Positions;
 use crate::pipeline::Pipeline;
-use crate::plugins::{default_search_path, load_registry};
+use crate::plugins::default_search_path;
 
 /// Batches shown when `--batches` is not given.
 const SHOW_BATCHES: usize = 3;

@@ -48,6 +48,17 @@ struct ModelRecord {
     current_optimizer: Option<usize>,
     scaler: Option<GradScaler>,
     optimizers: Vec<OptimizerRecord>,
+    /// For a TorchScript architecture: the file and its sha256 (absent in checkpoints written
+    /// before they were recorded, and for other architectures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    torchscript: Option<ArchitectureFile>,
+}
+
+/// The file an architecture was read from, as a checkpoint records it.
+#[derive(Serialize, Deserialize)]
+struct ArchitectureFile {
+    file: String,
+    sha256: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -58,7 +69,7 @@ struct OptimizerRecord {
 
 /// A component with state, wherever it lives in the run.
 #[derive(Clone, Copy)]
-enum Slot {
+enum Stateful {
     Op(usize),
     Slicer(usize),
     Post(usize),
@@ -104,29 +115,33 @@ impl Files {
 }
 
 impl Estimator {
-    fn slots(&self) -> Vec<(Slot, String, String)> {
+    fn stateful(&self) -> Vec<(Stateful, String, String)> {
         let mut out = Vec::new();
         let network = &self.network;
         for (i, op) in network.ops.iter().enumerate() {
-            out.push((Slot::Op(i), format!("network.ops.{i}"), op.label.clone()));
+            out.push((
+                Stateful::Op(i),
+                format!("network.ops.{i}"),
+                op.label.clone(),
+            ));
         }
         for (i, slicer) in network.slicers.iter().enumerate() {
             out.push((
-                Slot::Slicer(i),
+                Stateful::Slicer(i),
                 format!("network.slicers.{i}"),
                 slicer.label.clone(),
             ));
         }
         for (i, op) in network.post.iter().enumerate() {
             out.push((
-                Slot::Post(i),
+                Stateful::Post(i),
                 format!("network.postprocessing.{i}"),
                 op.label.clone(),
             ));
         }
         for (i, op) in self.pipeline.ops.iter().enumerate() {
             out.push((
-                Slot::PipelineOp(i),
+                Stateful::PipelineOp(i),
                 format!("pipeline.ops.{i}"),
                 op.label.clone(),
             ));
@@ -136,44 +151,52 @@ impl Estimator {
                 "" => format!("the {} dataset", dataset.mode),
                 id => format!("the {} dataset `{id}`", dataset.mode),
             };
-            out.push((Slot::Dataset(i), format!("pipeline.data.{i}"), name));
+            out.push((Stateful::Dataset(i), format!("pipeline.data.{i}"), name));
         }
         for (i, trace) in self.traces.iter().enumerate() {
-            out.push((Slot::Trace(i), format!("traces.{i}"), trace.label.clone()));
+            out.push((
+                Stateful::Trace(i),
+                format!("traces.{i}"),
+                trace.label.clone(),
+            ));
         }
         for (i, model) in network.models.iter().enumerate() {
             let name = format!("{} ({})", model.name, model.architecture);
-            out.push((Slot::Model(i), format!("models.{}", model.name), name));
+            out.push((Stateful::Model(i), format!("models.{}", model.name), name));
         }
         out
     }
 
-    fn slot_state(&self, slot: Slot) -> std::result::Result<State, String> {
+    fn state_of(&self, component: Stateful) -> std::result::Result<State, String> {
         let text = |e: fe_plugin_api::PluginError| e.to_string();
-        match slot {
-            Slot::Op(i) => self.network.ops[i].state(),
-            Slot::Slicer(i) => self.network.slicers[i].handle.state().map_err(text),
-            Slot::Post(i) => self.network.post[i].handle.state().map_err(text),
-            Slot::PipelineOp(i) => self.pipeline.ops[i].handle.state().map_err(text),
-            Slot::Dataset(i) => self.pipeline.datasets[i].source.state(),
-            Slot::Trace(i) => self.traces[i].state(),
-            Slot::Model(i) => self.network.models[i].handle.state().map_err(text),
+        match component {
+            Stateful::Op(i) => self.network.ops[i].state(),
+            Stateful::Slicer(i) => self.network.slicers[i].handle.state().map_err(text),
+            Stateful::Post(i) => self.network.post[i].handle.state().map_err(text),
+            Stateful::PipelineOp(i) => self.pipeline.ops[i].handle.state().map_err(text),
+            Stateful::Dataset(i) => self.pipeline.datasets[i].source.state(),
+            Stateful::Trace(i) => self.traces[i].state(),
+            Stateful::Model(i) => self.network.models[i].handle.state().map_err(text),
         }
     }
 
-    fn load_slot(&mut self, slot: Slot, state: State) -> std::result::Result<(), String> {
+    fn load_state_into(
+        &mut self,
+        component: Stateful,
+        state: State,
+    ) -> std::result::Result<(), String> {
         let text = |e: fe_plugin_api::PluginError| e.to_string();
-        match slot {
-            Slot::Op(i) => self.network.ops[i].load_state(state),
-            Slot::Slicer(i) => self.network.slicers[i]
+        match component {
+            Stateful::Op(i) => self.network.ops[i].load_state(state),
+            Stateful::Slicer(i) => self.network.slicers[i]
                 .handle
                 .load_state(state)
                 .map_err(text),
-            Slot::Post(i) => self.network.post[i].handle.load_state(state).map_err(text),
-            Slot::PipelineOp(i) => self.pipeline.ops[i].handle.load_state(state).map_err(text),
-            Slot::Dataset(i) => self.pipeline.datasets[i].source.load_state(state),
-            Slot::Trace(i) => self.traces[i].load_state(state),
-            Slot::Model(i) => self.network.models[i]
+            Stateful::Post(i) => self.network.post[i].handle.load_state(state).map_err(text),
+            Stateful::PipelineOp(i) => self.pipeline.ops[i].handle.load_state(state).map_err(text),
+            Stateful::Dataset(i) => self.pipeline.datasets[i].source.load_state(state),
+            Stateful::Trace(i) => self.traces[i].load_state(state),
+            Stateful::Model(i) => self.network.models[i]
                 .handle
                 .load_state(state)
                 .map_err(text),
@@ -246,6 +269,10 @@ impl Estimator {
                 current_optimizer: model.current_optimizer,
                 scaler: model.scaler.clone(),
                 optimizers,
+                torchscript: model.torchscript.as_ref().map(|source| ArchitectureFile {
+                    file: source.file.display().to_string(),
+                    sha256: source.sha256.clone(),
+                }),
             };
             files.push((
                 format!("models/{name}.json"),
@@ -253,9 +280,9 @@ impl Estimator {
             ));
         }
         let mut components = Vec::new();
-        for (slot, id, name) in self.slots() {
+        for (component, id, name) in self.stateful() {
             let state = self
-                .slot_state(slot)
+                .state_of(component)
                 .map_err(|e| Error::Run(format!("cannot save the state of {name}: {e}")))?;
             let (json, tensors) = state.into_parts();
             let (has_json, has_tensors) = (!json.is_empty(), !tensors.is_empty());
@@ -342,6 +369,7 @@ impl Estimator {
             &plugins,
             &self.checkpointing.plugins,
         ));
+        differences.extend(self.architecture_differences(files)?);
         differences
             .verdict(options.allow_changes)
             .map_err(|message| Error::Checkpoint {
@@ -377,7 +405,7 @@ impl Estimator {
 
     fn restore_components(&mut self, files: &Files) -> Result<()> {
         let saved: Vec<ComponentRecord> = files.parse_json("components.json")?;
-        let slots = self.slots();
+        let components = self.stateful();
         // FastEstimator's check: the same number of components, then the same ones in order.
         let group = |id: &str| {
             id.rsplit_once('.')
@@ -385,10 +413,10 @@ impl Estimator {
         };
         let count =
             |list: &mut dyn Iterator<Item = String>, g: &str| list.filter(|x| *x == g).count();
-        for (_, id, _) in &slots {
+        for (_, id, _) in &components {
             let g = group(id);
             let (ours, theirs) = (
-                count(&mut slots.iter().map(|(_, id, _)| group(id)), &g),
+                count(&mut components.iter().map(|(_, id, _)| group(id)), &g),
                 count(&mut saved.iter().map(|c| group(&c.id)), &g),
             );
             if ours != theirs {
@@ -398,17 +426,17 @@ impl Estimator {
                 ));
             }
         }
-        if saved.len() != slots.len() {
+        if saved.len() != components.len() {
             return Err(files.problem(
                 "components.json",
                 format!(
                     "lists {} components but this run has {}",
                     saved.len(),
-                    slots.len()
+                    components.len()
                 ),
             ));
         }
-        for ((slot, id, name), record) in slots.into_iter().zip(saved) {
+        for ((component, id, name), record) in components.into_iter().zip(saved) {
             if record.id != id || record.name != name {
                 return Err(files.problem(
                     "components.json",
@@ -435,10 +463,40 @@ impl Estimator {
             } else {
                 format!("states/{id}.safetensors")
             };
-            self.load_slot(slot, State::from_parts(json, tensors))
+            self.load_state_into(component, State::from_parts(json, tensors))
                 .map_err(|e| files.problem(&path, format!("cannot be loaded into {name}: {e}")))?;
         }
         Ok(())
+    }
+
+    /// A TorchScript file whose contents changed since the checkpoint is another architecture
+    /// under the same manifest text: refused like an edit of the manifest.
+    fn architecture_differences(&self, files: &Files) -> Result<compat::Differences> {
+        let mut differences = compat::Differences::default();
+        for model in &self.network.models {
+            let Some(source) = &model.torchscript else {
+                continue;
+            };
+            let record_path = format!("models/{}.json", model.name);
+            if !files.has(&record_path) {
+                continue;
+            }
+            let record: ModelRecord = files.parse_json(&record_path)?;
+            if let Some(saved) = record
+                .torchscript
+                .filter(|saved| saved.sha256 != source.sha256)
+            {
+                differences.incompatible.push(format!(
+                    "the TorchScript file of model `{}` changed: {} had sha256 {} and {} has {}",
+                    model.name,
+                    saved.file,
+                    saved.sha256,
+                    source.file.display(),
+                    source.sha256
+                ));
+            }
+        }
+        Ok(differences)
     }
 
     fn restore_models(&mut self, files: &Files) -> Result<()> {

@@ -15,8 +15,8 @@ pub mod order;
 mod parallel;
 mod progress;
 mod report;
+pub mod schedule_changes;
 pub mod traces;
-pub mod transform;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -180,9 +180,9 @@ impl Estimator {
             manifest.run.eval_steps_per_epoch,
         );
         system.eval_log_steps_request = manifest.run.eval_log_steps.clone();
-        let entries = crate::render::changes::scheduled_entries(manifest);
+        let entries = schedule_changes::scheduled_entries(manifest);
         let schedule_changes = (2..=total_epochs)
-            .map(|epoch| (epoch, crate::render::changes::changes_at(&entries, epoch)))
+            .map(|epoch| (epoch, schedule_changes::changes_at(&entries, epoch)))
             .filter(|(_, changes)| !changes.is_empty())
             .collect();
         let checkpointing = checkpointing::Checkpointing {

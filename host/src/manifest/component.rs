@@ -2,7 +2,7 @@
 
 use toml::{Table, Value};
 
-use super::location::KeyPath;
+use crate::key_path::{KeyPath, Problem};
 use crate::schedule::{validate_key, DsFilter, ModeFilter};
 
 /// One component as declared: ops, traces, slicers, post-processing, pipeline ops.
@@ -25,25 +25,6 @@ pub struct ComponentSpec {
     pub outputs_given: bool,
     /// Everything else in the table: the component's own configuration.
     pub config: Table,
-}
-
-/// A validation problem at a key path.
-#[derive(Debug, Clone)]
-pub struct Problem {
-    /// Where.
-    pub path: KeyPath,
-    /// What.
-    pub message: String,
-}
-
-impl Problem {
-    /// A problem at `path`.
-    pub fn new(path: KeyPath, message: impl Into<String>) -> Self {
-        Self {
-            path,
-            message: message.into(),
-        }
-    }
 }
 
 impl ComponentSpec {

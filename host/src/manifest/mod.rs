@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use fe_plugin_api::Mode;
 use toml::Table;
 
-pub use component::{ComponentSpec, Problem};
-pub use location::KeyPath;
+pub use crate::key_path::{KeyPath, Problem};
+pub use component::ComponentSpec;
 pub use overrides::Override;
 use schema::RawManifest;
 

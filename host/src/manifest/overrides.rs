@@ -47,13 +47,13 @@ impl Override {
             .path
             .split_last()
             .ok_or_else(|| fail("the key is empty".into()))?;
-        let mut slot = Slot::Table(document);
+        let mut place = Place::Table(document);
         for seg in parents {
-            let next = slot.descend(seg, &resolved).map_err(fail)?;
+            let next = place.descend(seg, &resolved).map_err(fail)?;
             resolved.0.push(next.1);
-            slot = next.0;
+            place = next.0;
         }
-        let seg = slot
+        let seg = place
             .assign(last, self.value.clone(), &resolved)
             .map_err(fail)?;
         resolved.0.push(seg);
@@ -62,21 +62,21 @@ impl Override {
 }
 
 /// Where the walk stands: inside a table or an array.
-enum Slot<'a> {
+enum Place<'a> {
     Table(&'a mut Table),
     Array(&'a mut Vec<Value>),
 }
 
-impl<'a> Slot<'a> {
-    fn descend(self, seg: &Seg, at: &KeyPath) -> Result<(Slot<'a>, Seg), String> {
+impl<'a> Place<'a> {
+    fn descend(self, seg: &Seg, at: &KeyPath) -> Result<(Place<'a>, Seg), String> {
         match (self, seg) {
-            (Slot::Table(table), Seg::Key(key)) => {
+            (Place::Table(table), Seg::Key(key)) => {
                 let value = table
                     .entry(key.clone())
                     .or_insert_with(|| Value::Table(Table::new()));
-                let slot = match value {
-                    Value::Table(inner) => Slot::Table(inner),
-                    Value::Array(items) => Slot::Array(items),
+                let place = match value {
+                    Value::Table(inner) => Place::Table(inner),
+                    Value::Array(items) => Place::Array(items),
                     other => {
                         return Err(format!(
                             "`{}` holds a value of type {}, not a table",
@@ -85,20 +85,20 @@ impl<'a> Slot<'a> {
                         ))
                     }
                 };
-                Ok((slot, seg.clone()))
+                Ok((place, seg.clone()))
             }
-            (Slot::Array(items), seg) => {
+            (Place::Array(items), seg) => {
                 let index = entry_index(items, seg, at)?;
                 match &mut items[index] {
-                    Value::Table(inner) => Ok((Slot::Table(inner), Seg::Index(index))),
-                    Value::Array(inner) => Ok((Slot::Array(inner), Seg::Index(index))),
+                    Value::Table(inner) => Ok((Place::Table(inner), Seg::Index(index))),
+                    Value::Array(inner) => Ok((Place::Array(inner), Seg::Index(index))),
                     other => Err(format!(
                         "`{at}[{index}]` holds a value of type {}, not a table",
                         other.type_str()
                     )),
                 }
             }
-            (Slot::Table(_), Seg::Index(index)) => Err(format!(
+            (Place::Table(_), Seg::Index(index)) => Err(format!(
                 "`{at}` is a table, not an array: `[{index}]` does not apply"
             )),
         }
@@ -106,16 +106,16 @@ impl<'a> Slot<'a> {
 
     fn assign(self, seg: &Seg, value: Value, at: &KeyPath) -> Result<Seg, String> {
         match (self, seg) {
-            (Slot::Table(table), Seg::Key(key)) => {
+            (Place::Table(table), Seg::Key(key)) => {
                 table.insert(key.clone(), value);
                 Ok(seg.clone())
             }
-            (Slot::Array(items), seg) => {
+            (Place::Array(items), seg) => {
                 let index = entry_index(items, seg, at)?;
                 items[index] = value;
                 Ok(Seg::Index(index))
             }
-            (Slot::Table(_), Seg::Index(index)) => Err(format!(
+            (Place::Table(_), Seg::Index(index)) => Err(format!(
                 "`{at}` is a table, not an array: `[{index}]` does not apply"
             )),
         }

@@ -1,4 +1,4 @@
-//! The ops that need the host's models and optimizers: `ModelOp`, `UpdateOp` (seed 003) and
+//! The ops that need the host's models and optimizers: `ModelOp`, `UpdateOp` (as FastEstimator's `fe.op.tensorop.UpdateOp` documents it) and
 //! `GradientOp`.
 
 use serde::Deserialize;
@@ -79,7 +79,7 @@ pub struct UpdateOp {
     /// The input is gradients rather than a loss.
     pub gradients_input: bool,
     /// The model's loss key (what it trains on, or with given gradients what it logs).
-    pub loss: super::keys::KeyId,
+    pub loss: crate::batch::KeyId,
     /// The keys of given per-parameter gradients, for messages.
     pub gradient_keys: Vec<String>,
     /// Accumulation count.

@@ -10,10 +10,10 @@ use smallvec::SmallVec;
 use tch::Tensor;
 
 use super::builtin::Deferred;
-use super::keys::Keys;
 use super::meta::MetaOp;
 use super::model::ModelSlot;
 use super::node::{OpKind, OpNode};
+use crate::batch::Keys;
 use crate::error::Error;
 
 /// Everything ops of one step share besides the key values.

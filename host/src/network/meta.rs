@@ -86,7 +86,7 @@ pub enum MetaOp {
         /// Fixed repetitions.
         times: u32,
         /// Keep repeating while this holds.
-        condition: Option<(super::keys::KeyId, Condition)>,
+        condition: Option<(crate::batch::KeyId, Condition)>,
         /// Upper bound with a condition.
         max_iter: Option<u32>,
     },

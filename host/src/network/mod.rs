@@ -8,7 +8,6 @@
 pub mod build;
 pub mod builtin;
 pub mod execute;
-pub mod keys;
 pub mod meta;
 pub mod model;
 pub mod node;
@@ -23,9 +22,9 @@ use fe_plugin_api::{PluginError, StepContext};
 use rand_chacha::rand_core::SeedableRng;
 use tch::{Device, Tensor};
 
+pub use crate::batch::{Batch, KeyId, Keys};
 pub use builtin::{Deferred, GradientOp, ModelOp, UpdateOp};
 pub use execute::Flags;
-pub use keys::{Batch, KeyId, Keys};
 pub use model::{ModelParts, ModelSlot};
 pub use node::{OpKind, OpNode};
 pub use plan::StepPlan;

@@ -47,6 +47,9 @@ pub struct TorchScriptSource {
     pub signature: super::torchscript::Signature,
     /// The dict entries taken as outputs, when `forward` returns a dict.
     pub outputs: Option<Vec<String>>,
+    /// sha256 of the file as loaded: checkpoints keep it, so a resume with another
+    /// architecture under the same name is refused.
+    pub sha256: String,
 }
 
 /// One optimizer of a model, and when it is in force.

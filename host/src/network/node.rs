@@ -1,8 +1,8 @@
 //! What an op of the network is: a plugin op, a built-in, or a meta op wrapping others.
 
 use super::builtin::{GradientOp, ModelOp, UpdateOp};
-use super::keys::KeyId;
 use super::meta::MetaOp;
+use crate::batch::KeyId;
 use crate::plugins::handles::TensorOpHandle;
 use crate::schedule::{DsFilter, InForce, ModeFilter};
 

@@ -1,4 +1,4 @@
-//! Key resolution, computed once per (mode, epoch, ds_id) rather than per step: seed 000's
+//! Key resolution, computed once per (mode, epoch, ds_id) rather than per step: FastEstimator's
 //! `_get_ctx_inputs_and_outputs`. Which ops, slicers and post-processing ops run; which keys the
 //! network needs from the batch and which of them go to the device; which results come back;
 //! how gradient ops behave; and the error when a wanted key was sliced but not unsliced.
@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 
 use fe_plugin_api::Mode;
 
-use super::keys::{KeyId, Keys};
 use super::node::{OpKind, OpNode};
 use super::{slicing, Network};
+use crate::batch::{KeyId, Keys};
 use crate::schedule::{DsFilter, InForce, ModeFilter};
 
 /// What one step of a given (mode, epoch, ds_id) does.

@@ -2,7 +2,7 @@
 
 use fe_plugin_api::StepContext;
 
-use super::keys::{Batch, KeyId, Keys};
+use crate::batch::{Batch, KeyId, Keys};
 use crate::error::Error;
 use crate::plugins::handles::NumpyOpHandle;
 use crate::schedule::{DsFilter, InForce, ModeFilter};

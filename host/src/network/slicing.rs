@@ -3,7 +3,7 @@
 
 use fe_plugin_api::PluginError;
 
-use super::keys::{Batch, KeyId, Keys};
+use crate::batch::{Batch, KeyId, Keys};
 use crate::error::Error;
 use crate::plugins::handles::SlicerHandle;
 use crate::schedule::{DsFilter, InForce, ModeFilter};

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use super::{no_grad, Optimizer, Slots};
+use super::{no_grad, Optimizer, PerParameter};
 
 /// `optimizer = { type = "adam", lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8 }`
 #[derive(Deserialize, Serialize, Debug, Clone)]
@@ -51,9 +51,9 @@ pub struct Adam {
     config: AdamConfig,
     decoupled: bool,
     step: u64,
-    exp_avg: Slots,
-    exp_avg_sq: Slots,
-    max_exp_avg_sq: Slots,
+    exp_avg: PerParameter,
+    exp_avg_sq: PerParameter,
+    max_exp_avg_sq: PerParameter,
 }
 
 impl Adam {
@@ -63,9 +63,9 @@ impl Adam {
             config,
             decoupled,
             step: 0,
-            exp_avg: Slots::default(),
-            exp_avg_sq: Slots::default(),
-            max_exp_avg_sq: Slots::default(),
+            exp_avg: PerParameter::default(),
+            exp_avg_sq: PerParameter::default(),
+            max_exp_avg_sq: PerParameter::default(),
         }
     }
 

@@ -36,7 +36,7 @@ pub trait Optimizer: Send {
     /// Hyper-parameters and step count, as JSON.
     fn hyper_state(&self) -> serde_json::Value;
 
-    /// Per-parameter state tensors, named `<slot>/<param index>`.
+    /// Per-parameter state tensors, named `<state name>/<param index>`.
     fn tensor_state(&self) -> Vec<(String, Tensor)>;
 
     /// Restores what `hyper_state` and `tensor_state` returned.
@@ -119,13 +119,13 @@ fn build_optimizer(mut table: toml::Table) -> Result<Box<dyn Optimizer>, fe_plug
     })
 }
 
-/// Lazily created per-parameter state: one tensor slot per parameter.
+/// Lazily created per-parameter state: one optional tensor per parameter.
 #[derive(Default)]
-pub(crate) struct Slots {
+pub(crate) struct PerParameter {
     tensors: Vec<Option<Tensor>>,
 }
 
-impl Slots {
+impl PerParameter {
     pub(crate) fn get_or_zeros(
         &mut self,
         index: usize,
@@ -134,12 +134,12 @@ impl Slots {
         if self.tensors.len() <= index {
             self.tensors.resize_with(index + 1, || None);
         }
-        let slot = &mut self.tensors[index];
-        let tensor = match slot.take() {
+        let entry = &mut self.tensors[index];
+        let tensor = match entry.take() {
             Some(tensor) => tensor,
             None => like.f_zeros_like()?,
         };
-        Ok(slot.insert(tensor))
+        Ok(entry.insert(tensor))
     }
 
     pub(crate) fn is_set(&self, index: usize) -> bool {
@@ -153,21 +153,21 @@ impl Slots {
         self.tensors[index] = Some(tensor);
     }
 
-    pub(crate) fn export(&self, slot: &str, out: &mut Vec<(String, Tensor)>) {
+    pub(crate) fn export(&self, name: &str, out: &mut Vec<(String, Tensor)>) {
         for (i, tensor) in self.tensors.iter().enumerate() {
             if let Some(tensor) = tensor {
-                out.push((format!("{slot}/{i}"), tensor.shallow_clone()));
+                out.push((format!("{name}/{i}"), tensor.shallow_clone()));
             }
         }
     }
 
     pub(crate) fn import(
         &mut self,
-        slot: &str,
+        name: &str,
         tensors: &[(String, Tensor)],
     ) -> Result<(), String> {
         self.tensors.clear();
-        let prefix = format!("{slot}/");
+        let prefix = format!("{name}/");
         for (name, tensor) in tensors {
             if let Some(index) = name.strip_prefix(&prefix) {
                 let index: usize = index

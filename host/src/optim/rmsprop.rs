@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use super::{no_grad, Optimizer, Slots};
+use super::{no_grad, Optimizer, PerParameter};
 
 /// `optimizer = { type = "rmsprop", lr = 0.01, alpha = 0.99, momentum = 0.0, centered = false }`
 #[derive(Deserialize, Serialize, Debug, Clone)]
@@ -44,9 +44,9 @@ fn default_eps() -> f64 {
 /// RMSprop as `torch.optim.RMSprop`.
 pub struct RmsProp {
     config: RmsPropConfig,
-    square_avg: Slots,
-    grad_avg: Slots,
-    momentum: Slots,
+    square_avg: PerParameter,
+    grad_avg: PerParameter,
+    momentum: PerParameter,
 }
 
 impl RmsProp {
@@ -54,9 +54,9 @@ impl RmsProp {
     pub fn new(config: RmsPropConfig) -> Self {
         Self {
             config,
-            square_avg: Slots::default(),
-            grad_avg: Slots::default(),
-            momentum: Slots::default(),
+            square_avg: PerParameter::default(),
+            grad_avg: PerParameter::default(),
+            momentum: PerParameter::default(),
         }
     }
 }

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use tch::Tensor;
 
-use super::{no_grad, Optimizer, Slots};
+use super::{no_grad, Optimizer, PerParameter};
 
 /// `optimizer = { type = "sgd", lr = 0.01, momentum = 0.9, nesterov = true }`
 #[derive(Deserialize, Debug, Clone)]
@@ -33,7 +33,7 @@ fn default_lr() -> f64 {
 /// SGD as `torch.optim.SGD`.
 pub struct Sgd {
     config: SgdConfig,
-    momentum: Slots,
+    momentum: PerParameter,
 }
 
 impl Sgd {
@@ -41,7 +41,7 @@ impl Sgd {
     pub fn new(config: SgdConfig) -> Self {
         Self {
             config,
-            momentum: Slots::default(),
+            momentum: PerParameter::default(),
         }
     }
 }

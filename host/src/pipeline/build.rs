@@ -6,10 +6,10 @@ use fe_plugin_api::{ComponentKind, DeviceSpec};
 use serde::Deserialize;
 
 use super::ops::{BatchSpec, OpKind, PipelineOp};
+use crate::batch::Keys;
 use crate::error::Result;
 use crate::manifest::{ComponentSpec, KeyPath, Manifest};
 use crate::network::build::meta::{self, ListConfig, RepeatConfig, SometimesConfig};
-use crate::network::Keys;
 use crate::plugins::create::{creation_error, registered, Creation};
 use crate::plugins::handles::NumpyOpHandle;
 use crate::plugins::Registry;
@@ -295,7 +295,7 @@ impl OpBuilder<'_> {
     }
 }
 
-type KeyLists = (Vec<crate::network::KeyId>, Vec<crate::network::KeyId>);
+type KeyLists = (Vec<crate::batch::KeyId>, Vec<crate::batch::KeyId>);
 
 /// A meta op's keys: what its ops read (but an earlier one of them did not write) and write.
 fn io_of(children: &[&PipelineOp]) -> KeyLists {

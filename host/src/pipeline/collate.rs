@@ -4,8 +4,8 @@
 
 use tch::{Device, Kind, Tensor};
 
+use crate::batch::{Batch, KeyId, Keys};
 use crate::error::{Error, Result};
-use crate::network::{Batch, KeyId, Keys};
 
 /// How to collate the samples of one epoch.
 pub struct Collator<'a> {

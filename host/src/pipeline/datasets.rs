@@ -20,7 +20,7 @@ pub type Opened = (Mode, String, InForce, Arc<dyn Source>);
 /// scheduled entry once per value). Datasets with `split_from` are cut out of theirs after
 /// every other dataset is open, each from what the splits before it left.
 pub fn open_all(manifest: &Manifest, registry: &Registry) -> Result<Vec<Opened>> {
-    let mut slots: Vec<(usize, &DatasetConfig, InForce, Option<Pool>)> = Vec::new();
+    let mut openings: Vec<(usize, &DatasetConfig, InForce, Option<Pool>)> = Vec::new();
     for (entry_index, entry) in manifest.pipeline.data.iter().enumerate() {
         for (config, epochs) in entry.datasets.variants() {
             let pool = match &config.split_from {
@@ -33,12 +33,12 @@ pub fn open_all(manifest: &Manifest, registry: &Registry) -> Result<Vec<Opened>>
                 Some(_) => None,
                 None => Some(Pool::whole(open(manifest, registry, config)?)),
             };
-            slots.push((entry_index, config, epochs, pool));
+            openings.push((entry_index, config, epochs, pool));
         }
     }
-    split_all(manifest, &mut slots)?;
+    split_all(manifest, &mut openings)?;
     let data = &manifest.pipeline.data;
-    slots
+    openings
         .into_iter()
         .map(|(entry, config, epochs, pool)| {
             let entry = &data[entry];
@@ -59,29 +59,31 @@ pub fn open_all(manifest: &Manifest, registry: &Registry) -> Result<Vec<Opened>>
         .collect()
 }
 
-type Slot<'a> = (usize, &'a DatasetConfig, InForce, Option<Pool>);
+type Opening<'a> = (usize, &'a DatasetConfig, InForce, Option<Pool>);
 
 /// Resolves `split_from` entries in manifest order, each once its source is resolved.
-fn split_all(manifest: &Manifest, slots: &mut [Slot<'_>]) -> Result<()> {
+fn split_all(manifest: &Manifest, openings: &mut [Opening<'_>]) -> Result<()> {
     let data = &manifest.pipeline.data;
     loop {
-        let pending: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].3.is_none()).collect();
+        let pending: Vec<usize> = (0..openings.len())
+            .filter(|&i| openings[i].3.is_none())
+            .collect();
         if pending.is_empty() {
             return Ok(());
         }
         let mut progressed = false;
         for i in pending {
-            let config = slots[i].1;
+            let config = openings[i].1;
             let from = config.split_from.clone().unwrap_or_default();
-            let target = find_source(manifest, data, slots, &from, config)?;
-            if slots[target].3.is_none() {
+            let target = find_source(manifest, data, openings, &from, config)?;
+            if openings[target].3.is_none() {
                 continue;
             }
             let split: SplitConfig = fe_plugin_api::parse_config(
                 &toml::to_string(&config.config).unwrap_or_default(),
             )
             .map_err(|e| manifest.error_at(&config.path.join_dotted(e.field()), e.message()))?;
-            let taken = match slots[target].3.as_mut() {
+            let taken = match openings[target].3.as_mut() {
                 Some(pool) => {
                     pool.take(&split, manifest.run.seed)
                         .map_err(|(field, message)| {
@@ -95,11 +97,11 @@ fn split_all(manifest: &Manifest, slots: &mut [Slot<'_>]) -> Result<()> {
                 }
                 None => continue,
             };
-            slots[i].3 = Some(taken);
+            openings[i].3 = Some(taken);
             progressed = true;
         }
         if !progressed {
-            let stuck = slots.iter().find(|s| s.3.is_none()).map(|s| s.1);
+            let stuck = openings.iter().find(|s| s.3.is_none()).map(|s| s.1);
             return Err(match stuck {
                 Some(config) => manifest.error_at(
                     &config.path.key("split_from"),
@@ -111,11 +113,11 @@ fn split_all(manifest: &Manifest, slots: &mut [Slot<'_>]) -> Result<()> {
     }
 }
 
-/// The slot `split_from` names: `mode` or `mode:ds_id`, a fixed (unscheduled) entry.
+/// The dataset `split_from` names: `mode` or `mode:ds_id`, a fixed (unscheduled) entry.
 fn find_source(
     manifest: &Manifest,
     data: &[DatasetEntry],
-    slots: &[Slot<'_>],
+    openings: &[Opening<'_>],
     from: &str,
     config: &DatasetConfig,
 ) -> Result<usize> {
@@ -124,16 +126,16 @@ fn find_source(
     let mode: Mode = mode
         .parse()
         .map_err(|e: String| manifest.error_at(&at, e))?;
-    let found = slots
+    let found = openings
         .iter()
         .position(|(entry, ..)| data[*entry].mode == mode && data[*entry].ds_id == ds_id);
     match found {
-        Some(index) if data[slots[index].0].datasets.schedule.is_scheduled() => Err(manifest
+        Some(index) if data[openings[index].0].datasets.schedule.is_scheduled() => Err(manifest
             .error_at(
                 &at,
                 format!("`{from}` is scheduled; split only from a dataset used in every epoch"),
             )),
-        Some(index) if std::ptr::eq(slots[index].1, config) => {
+        Some(index) if std::ptr::eq(openings[index].1, config) => {
             Err(manifest.error_at(&at, "a dataset cannot be split from itself"))
         }
         Some(index) => Ok(index),

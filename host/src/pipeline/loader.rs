@@ -13,8 +13,8 @@ use std::sync::Arc;
 use super::pool::OrderedPool;
 use super::stream::Assembler;
 pub use super::work::EpochWork;
+use crate::batch::Batch;
 use crate::error::Result;
-use crate::network::Batch;
 
 /// Iterates over the batches of one epoch while workers prepare the next ones.
 pub struct EpochLoader {

@@ -30,9 +30,9 @@ pub use ops::{BatchSpec, Flow, OpKind, PipelineOp};
 pub use source::{IdxConfig, IdxSource, PluginSource, Source};
 pub use work::{Finished, Outcome};
 
+use crate::batch::{KeyId, Keys};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use crate::network::{KeyId, Keys};
 use crate::plugins::Registry;
 use crate::schedule::{InForce, Scheduled};
 use order::{Passes, Positions, Shard};

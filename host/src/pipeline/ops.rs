@@ -9,10 +9,10 @@ use fe_plugin_api::{PluginError, State, StepContext};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::batch::{Batch, KeyId, Keys};
 use crate::error::Error;
 use crate::manifest::KeyPath;
 use crate::network::meta::Condition;
-use crate::network::{Batch, KeyId, Keys};
 use crate::plugins::handles::NumpyOpHandle;
 use crate::schedule::{DsFilter, InForce, ModeFilter};
 

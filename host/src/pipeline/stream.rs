@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use super::pool::OrderedPool;
 use super::work::{EpochWork, Finished, Outcome};
+use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::network::Batch;
 
 /// The epoch's per-sample outcomes in stream order, computed ahead by workers.
 struct ChunkStream {

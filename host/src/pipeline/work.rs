@@ -16,8 +16,8 @@ use super::collate::{Collator, Stacked};
 use super::ops::{Flow, OpFailure, PipelineOp};
 use super::order::Positions;
 use super::Source;
+use crate::batch::{Batch, KeyId, Keys};
 use crate::error::{Error, Result};
-use crate::network::{Batch, KeyId, Keys};
 
 /// Everything the workers need to build any batch of the epoch.
 pub struct EpochWork {

@@ -8,16 +8,12 @@ pub mod load;
 pub mod probe;
 pub mod registry;
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
 
 pub use discover::{search_path, Origin, SearchEntry};
 pub use load::{host_build_info, load_all_listing, sha256_file, LoadedPlugin, PluginSet};
 pub use registry::{Entry, Provider, Registry};
-
-use crate::error::{Error, Result};
-
 /// Where to look for plugins, from every source in precedence order.
 pub fn default_search_path(manifest_paths: &[PathBuf], flag_dirs: &[PathBuf]) -> Vec<SearchEntry> {
     let env = std::env::var("FE_PLUGIN_PATH").ok();
@@ -30,12 +26,6 @@ pub fn default_search_path(manifest_paths: &[PathBuf], flag_dirs: &[PathBuf]) ->
         env.as_deref(),
         exe_dir.as_deref(),
     )
-}
-
-/// Loads every plugin on `search` and indexes their components with the host's built-ins.
-pub fn load_registry(search: &[SearchEntry], pins: &BTreeMap<String, String>) -> Result<Registry> {
-    let set = load::load_all(search, pins).map_err(Error::Plugins)?;
-    Registry::new(set).map_err(Error::Plugins)
 }
 
 /// The text of `fe-host plugins list`.

@@ -35,96 +35,14 @@ pub struct Registry {
     entries: BTreeMap<(ComponentKind, String), Entry>,
 }
 
-fn builtin(kind: ComponentKind, name: &str, doc: &str, default_mode: &str) -> ComponentInfo {
-    ComponentInfo {
-        kind,
-        name: name.into(),
-        doc: doc.into(),
-        default_mode: default_mode.into(),
-        is_metric: false,
-    }
-}
-
-/// The components fe-host provides itself (they need the host's models and optimizers).
-pub fn builtins() -> Vec<ComponentInfo> {
-    vec![
-        builtin(
-            ComponentKind::TensorOp,
-            "ModelOp",
-            "Runs a model: inputs -> outputs (optionally intermediate layers)",
-            "",
-        ),
-        builtin(
-            ComponentKind::TensorOp,
-            "UpdateOp",
-            "Backpropagates a loss (mean-reduced) and steps the model's optimizer",
-            "train",
-        ),
-        builtin(
-            ComponentKind::TensorOp,
-            "GradientOp",
-            "Gradients of a key with respect to a model's weights or to other keys",
-            "",
-        ),
-        builtin(
-            ComponentKind::TensorOp,
-            "Delete",
-            "Removes keys for the rest of the step",
-            "",
-        ),
-        builtin(
-            ComponentKind::TensorOp,
-            "Sometimes",
-            "Runs the wrapped op with probability `prob`",
-            "",
-        ),
-        builtin(
-            ComponentKind::TensorOp,
-            "OneOf",
-            "Runs one of the wrapped ops, chosen uniformly",
-            "",
-        ),
-        builtin(
-            ComponentKind::TensorOp,
-            "Repeat",
-            "Runs the wrapped op N times or while a condition holds",
-            "",
-        ),
-        builtin(
-            ComponentKind::TensorOp,
-            "Fuse",
-            "Runs the wrapped ops in order as one op",
-            "",
-        ),
-        builtin(
-            ComponentKind::Dataset,
-            "idx",
-            "IDX files (the MNIST format), one per key",
-            "",
-        ),
-    ]
-    .into_iter()
-    .chain(
-        crate::pipeline::formats::KINDS
-            .iter()
-            .map(|(name, doc)| builtin(ComponentKind::Dataset, name, doc, "")),
-    )
-    .chain(
-        crate::pipeline::build::BUILTINS
-            .iter()
-            .map(|(name, doc)| builtin(ComponentKind::NumpyOp, name, doc, "")),
-    )
-    .chain(crate::estimator::host_traces::registry_entries())
-    .collect()
-}
-
 impl Registry {
-    /// Indexes the built-ins and every plugin's components; a name provided twice for the same
-    /// kind is a problem naming both providers.
-    pub fn new(plugins: PluginSet) -> Result<Self, Vec<String>> {
+    /// Indexes `builtins` (the components fe-host provides itself, which the layers that
+    /// implement them hand in, from the top of the crate) and every plugin's components; a name
+    /// provided twice for the same kind is a problem naming both providers.
+    pub fn new(plugins: PluginSet, builtins: Vec<ComponentInfo>) -> Result<Self, Vec<String>> {
         let mut entries: BTreeMap<(ComponentKind, String), Entry> = BTreeMap::new();
         let mut problems = Vec::new();
-        let sources = builtins()
+        let sources = builtins
             .into_iter()
             .map(|info| (Provider::Builtin, info))
             .chain(

@@ -11,9 +11,9 @@ use fe_plugin_api::{ComponentKind, Mode};
 use tch::{Device, Tensor};
 
 use super::card::{self, KeyInfo, ManifestInfo, ModelCard, PluginInfo};
+use super::transform::{self, Request};
 use super::Weights;
 use crate::error::{Error, Result};
-use crate::estimator::transform::{self, Request};
 use crate::manifest::Manifest;
 use crate::network::torchscript::TorchScriptModel;
 use crate::network::{Keys, ModelSlot};
@@ -171,7 +171,11 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
         plugin,
         fe_host_version: env!("CARGO_PKG_VERSION").to_owned(),
         manifest: ManifestInfo {
-            path: manifest.file.display().to_string(),
+            // Absolute, so a card read elsewhere still finds the plugin paths it names.
+            path: std::path::absolute(&manifest.file)
+                .unwrap_or_else(|_| manifest.file.clone())
+                .display()
+                .to_string(),
             sha256: crate::checkpoint::store::sha256_hex(manifest.source.as_bytes()),
             text: manifest.source.clone(),
         },

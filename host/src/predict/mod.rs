@@ -4,8 +4,10 @@
 
 pub mod card;
 pub mod export;
+pub mod from_card;
 pub mod input;
 pub mod output;
+pub mod transform;
 
 use std::path::PathBuf;
 
@@ -13,9 +15,9 @@ use fe_plugin_api::Mode;
 use tch::Device;
 
 use crate::error::{Error, Result};
-use crate::estimator::transform::{self, Request};
 use crate::manifest::Manifest;
 use crate::plugins::Registry;
+use transform::Request;
 
 /// Where trained weights come from.
 #[derive(Debug, Clone)]

@@ -2,8 +2,6 @@
 //! force (data, batch size, pipeline ops, network ops with their keys, traces, optimizers and
 //! learning-rate schedules) — so a user checks a curriculum before a long run.
 
-pub mod changes;
-
 use std::fmt::Write;
 
 use fe_plugin_api::Mode;

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use toml::Value;
 
-use crate::manifest::{KeyPath, Problem};
+use crate::key_path::{KeyPath, Problem};
 
 /// Which value of a [`Scheduled`] is in force in an epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The run's state (seed 002's `System`): where training is, what was logged; and the files
+//! The run's state (FastEstimator's `fe.summary.system.System`): where training is, what was logged; and the files
 //! it is saved in.
 
 pub mod tensors;

@@ -3,9 +3,9 @@
 use serde::Deserialize;
 
 use super::Builder;
+use crate::batch::{KeyId, Keys};
 use crate::error::Result;
 use crate::manifest::{ComponentSpec, KeyPath, Manifest};
-use crate::network::keys::{KeyId, Keys};
 use crate::network::meta::{Condition, MetaOp};
 use crate::network::node::{OpKind, OpNode};
 use crate::schedule::{InForce, ModeFilter};

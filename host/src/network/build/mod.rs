@@ -16,13 +16,13 @@ use tch::Device;
 use super::builtin::{
     GradientKeys, GradientOp, GradientOpConfig, ModelOp, ModelOpConfig, UpdateOp, UpdateOpConfig,
 };
-use super::keys::Keys;
 use super::meta::MetaOp;
 use super::model::ModelSlot;
 use super::node::{OpKind, OpNode};
 use super::post::PostOp;
 use super::slicing::SlicerNode;
 use super::Network;
+use crate::batch::Keys;
 use crate::error::Result;
 use crate::manifest::{ComponentSpec, Manifest};
 use crate::plugins::create::{creation_error, registered, Creation};

@@ -114,7 +114,11 @@ fn torchscript_model(
             format!("{}: cannot read its parameters: {why}", file.display()),
         )
     })?;
+    let sha256 = crate::plugins::sha256_file(&file).map_err(|e| {
+        manifest.error_at(&config.path.key("file"), format!("{}: {e}", file.display()))
+    })?;
     let source = TorchScriptSource {
+        sha256,
         file,
         signature: model.signature().clone(),
         outputs: settings.outputs,
@@ -153,7 +157,7 @@ pub fn describe_table(table: &toml::Table) -> String {
     format!("{kind} {{ {} }}", fields.join(", "))
 }
 
-/// All models mixed precision, or none (seed 000's rule).
+/// All models mixed precision, or none (FastEstimator's rule, `fe.network.TorchNetwork`).
 pub(super) fn check_precision(manifest: &Manifest, models: &[ModelSlot]) -> Result<()> {
     let mixed: Vec<&ModelConfig> = manifest
         .models

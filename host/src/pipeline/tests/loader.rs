@@ -8,7 +8,7 @@ use tch::{Kind, Tensor};
 use super::{
     batch_op, filter_op, fingerprints, ints, op, BatchSpec, Behaviour, Numbers, Setup, Source,
 };
-use crate::network::Batch;
+use crate::batch::Batch;
 
 fn sizes(batches: &[Batch]) -> Vec<i64> {
     batches.iter().map(|b| b.size).collect()

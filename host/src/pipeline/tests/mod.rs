@@ -22,8 +22,8 @@ use rand::{Rng, SeedableRng};
 use tch::{Kind, Tensor};
 
 use super::{BatchSpec, Dataset, OpKind, Pipeline, PipelineOp, Source};
+use crate::batch::{Batch, KeyId, Keys};
 use crate::manifest::KeyPath;
-use crate::network::{Batch, KeyId, Keys};
 use crate::plugins::handles::NumpyOpHandle;
 use crate::schedule::{DsFilter, InForce, ModeFilter, Scheduled};
 

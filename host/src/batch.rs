@@ -1,4 +1,4 @@
-//! Keys are interned once at build time; at run time a batch is a vector of slots indexed by
+//! Keys are interned once at build time; at run time a batch is a vector of optional tensors indexed by
 //! [`KeyId`], so the per-step path never hashes a string.
 
 use std::collections::HashMap;

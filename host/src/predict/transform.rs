@@ -94,7 +94,15 @@ pub fn collect(
     refuse_untrained(manifest, request)?;
     let mut keys = Keys::default();
     tch::manual_seed(manifest.run.seed as i64);
-    let mut pipeline = Pipeline::build(manifest, registry, &mut keys)?;
+    let mut pipeline = if request.inputs.is_empty() {
+        Pipeline::build(manifest, registry, &mut keys)?
+    } else {
+        // The data comes from the command line: the manifest's datasets are not opened, so a
+        // model predicts where its training data is gone (or, from a model card, never was).
+        let mut without_data = manifest.clone();
+        without_data.pipeline.data.clear();
+        Pipeline::build(&without_data, registry, &mut keys)?
+    };
     if !request.inputs.is_empty() {
         let source =
             crate::predict::input::open(manifest, &request.inputs, &default_input_key(manifest))?;

@@ -1,0 +1,130 @@
+//! Everything a manifest can name: the components fe-host provides itself, gathered here from
+//! the modules that implement them, and those of every plugin loaded. The plugin registry sits
+//! below the pipeline and the estimator (they create components through it), so it is handed
+//! the built-ins rather than reaching up for them.
+
+use std::collections::BTreeMap;
+
+use fe_plugin_api::{ComponentInfo, ComponentKind};
+
+use crate::error::{Error, Result};
+use crate::plugins::{PluginSet, Registry, SearchEntry};
+
+/// Loads every plugin on `search` and indexes their components with the host's built-ins.
+pub fn load_registry(search: &[SearchEntry], pins: &BTreeMap<String, String>) -> Result<Registry> {
+    let set = crate::plugins::load::load_all(search, pins).map_err(Error::Plugins)?;
+    registry(set)
+}
+
+/// Indexes the components of `plugins` with the host's built-ins.
+pub fn registry(plugins: PluginSet) -> Result<Registry> {
+    Registry::new(plugins, builtins()).map_err(Error::Plugins)
+}
+
+fn builtin(kind: ComponentKind, name: &str, doc: &str, default_mode: &str) -> ComponentInfo {
+    ComponentInfo {
+        kind,
+        name: name.into(),
+        doc: doc.into(),
+        default_mode: default_mode.into(),
+        is_metric: false,
+    }
+}
+
+/// The components fe-host provides itself, from each module that implements them: the
+/// network's ops (they need the host's models and optimizers), the pipeline's readers and ops,
+/// the estimator's traces.
+pub fn builtins() -> Vec<ComponentInfo> {
+    vec![
+        builtin(
+            ComponentKind::TensorOp,
+            "ModelOp",
+            "Runs a model: inputs -> outputs (optionally intermediate layers)",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "UpdateOp",
+            "Backpropagates a loss (mean-reduced) and steps the model's optimizer",
+            "train",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "GradientOp",
+            "Gradients of a key with respect to a model's weights or to other keys",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "Delete",
+            "Removes keys for the rest of the step",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "Sometimes",
+            "Runs the wrapped op with probability `prob`",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "OneOf",
+            "Runs one of the wrapped ops, chosen uniformly",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "Repeat",
+            "Runs the wrapped op N times or while a condition holds",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "Fuse",
+            "Runs the wrapped ops in order as one op",
+            "",
+        ),
+        builtin(
+            ComponentKind::Dataset,
+            "idx",
+            "IDX files (the MNIST format), one per key",
+            "",
+        ),
+    ]
+    .into_iter()
+    .chain(
+        crate::pipeline::formats::KINDS
+            .iter()
+            .map(|(name, doc)| builtin(ComponentKind::Dataset, name, doc, "")),
+    )
+    .chain(
+        crate::pipeline::build::BUILTINS
+            .iter()
+            .map(|(name, doc)| builtin(ComponentKind::NumpyOp, name, doc, "")),
+    )
+    .chain(crate::estimator::host_traces::registry_entries())
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_ins_of_every_layer_are_listed() {
+        let names = |kind: ComponentKind| -> Vec<String> {
+            builtins()
+                .into_iter()
+                .filter(|c| c.kind == kind)
+                .map(|c| c.name.to_string())
+                .collect()
+        };
+        assert_eq!(
+            names(ComponentKind::Dataset),
+            ["idx", "csv", "npy", "npz", "image_folder"]
+        );
+        assert!(names(ComponentKind::NumpyOp).contains(&"Batch".to_owned()));
+        assert!(names(ComponentKind::TensorOp).contains(&"UpdateOp".to_owned()));
+        assert!(!names(ComponentKind::Trace).is_empty());
+    }
+}

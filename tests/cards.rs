@@ -1,0 +1,164 @@
+//! Model cards: `fe-host predict CARD.json|EXPORT_DIR` uses what `export` wrote without the
+//! training manifest, and gives what predicting from the manifest and weights gives; a card
+//! whose weights are gone or changed, or whose architecture no plugin provides, is refused
+//! with one line naming the file, and nothing is written.
+
+use std::path::Path;
+
+use crate::util::{digits, fe_host, Run, TempDir};
+
+fn fe_host_in(dir: &Path, args: &[&str]) -> Run {
+    fe_host()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+        .into()
+}
+
+/// A LeNet trained for 20 steps and exported when training ends into `export/`.
+fn exported(tag: &str) -> TempDir {
+    let dir = TempDir::new(tag);
+    let text = crate::util::lenet_manifest(1, "").replace(
+        "log_steps = 50",
+        "log_steps = 50\ntrain_steps_per_epoch = 20\neval_steps_per_epoch = 2",
+    );
+    dir.write("m.toml", &text);
+    let out = fe_host_in(dir.path(), &["run", "m.toml", "-q", "--export", "export"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    dir
+}
+
+fn images() -> String {
+    let [_, _, images, _] = digits();
+    format!("x={}", images.to_string_lossy())
+}
+
+#[test]
+fn predict_from_the_card_alone_equals_predict_from_the_manifest_and_weights() {
+    let dir = exported("card-predict");
+    let images = images();
+    let from_manifest = fe_host_in(
+        dir.path(),
+        &[
+            "predict",
+            "m.toml",
+            "--weights",
+            "export",
+            "--input",
+            &images,
+            "--limit",
+            "40",
+            "--top-k",
+            "3",
+            "--out",
+            "manifest.csv",
+        ],
+    );
+    assert_eq!(from_manifest.code, 0, "{}", from_manifest.stderr);
+    // Without the manifest: the card, then the directory that holds it, in two formats.
+    std::fs::remove_file(dir.path().join("m.toml")).unwrap();
+    for (source, out) in [
+        ("export/lenet.json", "card.csv"),
+        ("export", "dir.csv"),
+        ("export", "dir.npy"),
+    ] {
+        let mut args = vec![
+            "predict", source, "--input", &images, "--limit", "40", "--out", out,
+        ];
+        if out.ends_with(".csv") {
+            args.extend(["--top-k", "3"]);
+        }
+        let run = fe_host_in(dir.path(), &args);
+        assert_eq!(run.code, 0, "{source}: {}{}", run.stdout, run.stderr);
+        assert_contains!(run.stdout, "predicted 40 samples; wrote y_pred [40, 10]");
+    }
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    assert_text_eq!(read("card.csv"), read("manifest.csv"));
+    assert_text_eq!(read("dir.csv"), read("manifest.csv"));
+    assert!(read("card.csv").lines().count() == 41);
+    let npy = std::fs::read(dir.path().join("dir.npy")).unwrap();
+    assert!(npy.starts_with(b"\x93NUMPY"), "not NPY");
+}
+
+#[test]
+fn cards_with_missing_or_changed_weights_or_an_unknown_architecture_are_refused() {
+    let dir = exported("card-refused");
+    let images = images();
+    let export = dir.path().join("export");
+    let predict = |source: &str, out: &str| {
+        let run = fe_host_in(
+            dir.path(),
+            &["predict", source, "--input", &images, "--out", out],
+        );
+        assert!(
+            !dir.path().join(out).exists(),
+            "{out} written by a refused predict"
+        );
+        run
+    };
+
+    // A card names its own weights.
+    let run = fe_host_in(
+        dir.path(),
+        &[
+            "predict",
+            "export/lenet.json",
+            "--weights",
+            "export",
+            "--input",
+            &images,
+            "--out",
+            "a.csv",
+        ],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_contains!(run.stderr, "is a model card, which names its weights");
+
+    // Changed weights (one byte): exit 5, naming the file and both hashes.
+    let weights = export.join("lenet.safetensors");
+    let original = std::fs::read(&weights).unwrap();
+    let mut corrupt = original.clone();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    std::fs::write(&weights, &corrupt).unwrap();
+    let run = predict("export/lenet.json", "b.csv");
+    assert_eq!(run.code, 5, "{}", run.stderr);
+    assert_contains!(run.stderr, "lenet.safetensors: sha256 ");
+    assert_contains!(run.stderr, "the file was changed or is corrupt");
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+
+    // Missing weights.
+    std::fs::remove_file(&weights).unwrap();
+    let run = predict("export/lenet.json", "c.csv");
+    assert_eq!(run.code, 5, "{}", run.stderr);
+    assert_contains!(run.stderr, "lenet.safetensors: cannot read the weights");
+    std::fs::write(&weights, &original).unwrap();
+
+    // An architecture no plugin provides: exit 3, naming the card and the plugin it came from.
+    let card_path = export.join("lenet.json");
+    let card = std::fs::read_to_string(&card_path).unwrap();
+    let renamed = card
+        .replace(
+            "\"architecture\": \"LeNet\"",
+            "\"architecture\": \"LeNet7\"",
+        )
+        .replace(
+            "architecture = \\\"LeNet\\\"",
+            "architecture = \\\"LeNet7\\\"",
+        );
+    assert_ne!(renamed, card);
+    std::fs::write(&card_path, renamed).unwrap();
+    let run = predict("export/lenet.json", "d.csv");
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert_contains!(
+        run.stderr,
+        "no plugin found provides the model architecture `LeNet7` (exported with plugin fe-models"
+    );
+
+    // Not a card at all.
+    std::fs::write(&card_path, "{\"format\": \"something else\"}").unwrap();
+    let run = predict("export/lenet.json", "e.csv");
+    assert_eq!(run.code, 5, "{}", run.stderr);
+    assert_contains!(run.stderr, "lenet.json: not a model card");
+}
