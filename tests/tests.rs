@@ -21,6 +21,8 @@ mod out_of_tree;
 mod outputs;
 mod overrides;
 mod pipeline;
+mod plugin_kit;
+mod plugin_run_info;
 mod render;
 mod scaffold;
 mod scheduling;

@@ -9,7 +9,7 @@ use crate::PluginDescription;
 /// (everything registered with `inventory::submit!` in this crate and its dependencies).
 /// Call it exactly once, at the crate root of a `cdylib` crate.
 ///
-/// ```ignore
+/// ```
 /// // src/lib.rs of a plugin crate with `crate-type = ["cdylib", "rlib"]`
 /// fe_plugin_api::export_plugin!();
 /// ```
@@ -21,6 +21,12 @@ macro_rules! export_plugin {
         #[used]
         pub static FE_PLUGIN_BUILD_INFO: $crate::BuildInfo =
             $crate::BuildInfo::current(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
+
+        // Names this crate in errors when its components run without the host (its own
+        // tests through `fe_plugin_api::testing`), as loading names it in a real run.
+        $crate::inventory::submit! {
+            $crate::__private::PluginIdentity { name: env!("CARGO_PKG_NAME") }
+        }
 
         /// abi_stable's library header (the name is abi_stable's mangled
         /// `_as.lib_header.root module loader`), pointing at this plugin's root module.
@@ -54,6 +60,14 @@ pub mod __private {
 
     pub use crate::ffi::PluginModRef;
 
+    /// The crate that called `export_plugin!`, for errors outside the host.
+    pub struct PluginIdentity {
+        /// Its package name.
+        pub name: &'static str,
+    }
+
+    inventory::collect!(PluginIdentity);
+
     /// Builds the root module of the plugin whose build info is `info`.
     pub fn root_module(info: &'static crate::BuildInfo) -> PluginModRef {
         super::root_module(info)
@@ -71,6 +85,8 @@ fn root_module(info: &'static BuildInfo) -> PluginModRef {
         create_trace: adapter::create_trace,
         create_model: adapter::create_model,
         create_dataset: adapter::create_dataset,
+        set_run_info: adapter::set_run_info,
+        describe_fields: adapter::describe_fields,
     }
     .leak_into_prefix()
 }

@@ -6,7 +6,13 @@
 //! # Evolution rules
 //!
 //! * New methods go at the end of a `#[sabi_trait]`, after `#[sabi(last_prefix_field)]`, with a
-//!   default body; new root-module functions go after the last prefix field.
+//!   default body; new root-module functions go after the last prefix field, with
+//!   `#[sabi(missing_field(option))]` so that the host sees `None` for plugins built before
+//!   them (and a plugin loaded by an older host is simply never asked). The attribute itself
+//!   never moves. Such an addition is a patch release (0.1.0 -> 0.1.1): both directions keep
+//!   loading, as `tests/out_of_tree.rs` checks with a plugin built against 0.1.0.
+//! * New types reached only through such new functions are free to add; to let them grow
+//!   later, make them prefix types too ([`FfiRunInfo`](crate::run::FfiRunInfo)).
 //! * Any other change (reordering, changing a signature, changing a `#[repr(C)]` type) is a
 //!   breaking change: bump the plugin-api minor version (0.x) so that build info refuses old
 //!   plugins before abi_stable's layout check would.
@@ -21,7 +27,9 @@ use abi_stable::{declare_root_module_statics, package_version_strings, StableAbi
 
 use crate::context::{CreateContext, StepContext};
 use crate::error::PluginError;
+use crate::fields::ComponentFields;
 use crate::registry::ComponentKind;
+use crate::run::FfiRunInfoRef;
 use crate::state::ComponentState;
 use crate::tensor::{NamedTensor, RTensor, TensorRef};
 use crate::trace_data::{TraceContext, TraceOutput, Value, ValueRef};
@@ -271,6 +279,14 @@ pub struct PluginMod {
     #[sabi(last_prefix_field)]
     pub create_dataset:
         extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<DatasetBox, PluginError>,
+    /// Since 0.1.1: tells the plugin about the run before any component is created (see
+    /// [`RunInfo`](crate::RunInfo)). `None` from the accessor for older plugins.
+    #[sabi(missing_field(option))]
+    pub set_run_info: extern "C" fn(FfiRunInfoRef),
+    /// Since 0.1.1: the configuration fields its components declare. `None` from the
+    /// accessor for older plugins.
+    #[sabi(missing_field(option))]
+    pub describe_fields: extern "C" fn() -> RVec<ComponentFields>,
 }
 
 impl RootModule for PluginModRef {

@@ -7,6 +7,8 @@ pub mod handles;
 pub mod load;
 pub mod probe;
 pub mod registry;
+pub mod run_info;
+pub mod show;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -15,8 +17,10 @@ use std::path::PathBuf;
 pub use discover::{search_path, Origin, SearchEntry};
 pub use load::{host_build_info, load_all_listing, sha256_file, LoadedPlugin, PluginSet};
 pub use registry::{Entry, Provider, Registry};
+pub use run_info::{run_info, Membership};
 
 use crate::error::{Error, Result};
+use crate::manifest::Manifest;
 
 /// Where to look for plugins, from every source in precedence order.
 pub fn default_search_path(manifest_paths: &[PathBuf], flag_dirs: &[PathBuf]) -> Vec<SearchEntry> {
@@ -36,6 +40,15 @@ pub fn default_search_path(manifest_paths: &[PathBuf], flag_dirs: &[PathBuf]) ->
 pub fn load_registry(search: &[SearchEntry], pins: &BTreeMap<String, String>) -> Result<Registry> {
     let set = load::load_all(search, pins).map_err(Error::Plugins)?;
     Registry::new(set).map_err(Error::Plugins)
+}
+
+/// [`load_registry`] for `manifest` (its sha256 pins), then tells the plugins about its run
+/// (manifest and output directories, rank) before anything is created.
+pub fn load_manifest_registry(search: &[SearchEntry], manifest: &Manifest) -> Result<Registry> {
+    let registry = load_registry(search, &manifest.plugins.sha256)?;
+    // A data-parallel run announces again with its rank once it has joined its group.
+    registry.announce(&run_info(manifest, Membership::SINGLE));
+    Ok(registry)
 }
 
 /// The text of `fe-host plugins list`.
