@@ -529,14 +529,14 @@ creator!(
     DatasetAdapter
 );
 
-/// Records the run for this plugin's components (root module `set_run_info`).
+/// Records the run for this plugin's components (`PluginExt::set_run_info`).
 pub(crate) extern "C" fn set_run_info(info: FfiRunInfoRef) {
     // Nothing here can panic short of an allocation failure, but nothing may unwind into the
     // host either.
     let _ = catch_unwind(AssertUnwindSafe(|| crate::run::set_process(info.into())));
 }
 
-/// The declared fields of every registration linked into this binary (root module
+/// The declared fields of every registration linked into this binary (extension module
 /// `describe_fields`).
 pub(crate) extern "C" fn describe_fields() -> RVec<ComponentFields> {
     catch_unwind(declared_fields).unwrap_or_default()

@@ -2,7 +2,9 @@
 
 use crate::adapter;
 use crate::build_info::BuildInfo;
-use crate::ffi::{PluginMod, PluginModRef};
+use std::sync::OnceLock;
+
+use crate::ffi::{PluginExt, PluginExtRef, PluginMod, PluginModRef};
 use crate::PluginDescription;
 
 /// Exports the plugin: its build info (read by the host before loading) and its root module
@@ -21,6 +23,11 @@ macro_rules! export_plugin {
         #[used]
         pub static FE_PLUGIN_BUILD_INFO: $crate::BuildInfo =
             $crate::BuildInfo::current(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
+
+        /// What this plugin provides beyond its root module (fe-plugin-api 0.1.1 and later).
+        #[no_mangle]
+        #[used]
+        pub static FE_PLUGIN_EXT_V1: $crate::ffi::ExtHeader = $crate::__private::EXT_HEADER;
 
         // Names this crate in errors when its components run without the host (its own
         // tests through `fe_plugin_api::testing`), as loading names it in a real run.
@@ -60,6 +67,12 @@ pub mod __private {
 
     pub use crate::ffi::PluginModRef;
 
+    /// This plugin's extension module and its layout.
+    pub const EXT_HEADER: crate::ffi::ExtHeader = crate::ffi::ExtHeader {
+        layout: <crate::ffi::PluginExtRef as abi_stable::StableAbi>::LAYOUT,
+        module: super::ext_module,
+    };
+
     /// The crate that called `export_plugin!`, for errors outside the host.
     pub struct PluginIdentity {
         /// Its package name.
@@ -85,10 +98,20 @@ fn root_module(info: &'static BuildInfo) -> PluginModRef {
         create_trace: adapter::create_trace,
         create_model: adapter::create_model,
         create_dataset: adapter::create_dataset,
-        set_run_info: adapter::set_run_info,
-        describe_fields: adapter::describe_fields,
     }
     .leak_into_prefix()
+}
+
+extern "C" fn ext_module() -> PluginExtRef {
+    static MODULE: OnceLock<PluginExtRef> = OnceLock::new();
+    *MODULE.get_or_init(|| {
+        use abi_stable::prefix_type::PrefixTypeTrait;
+        PluginExt {
+            set_run_info: adapter::set_run_info,
+            describe_fields: adapter::describe_fields,
+        }
+        .leak_into_prefix()
+    })
 }
 
 extern "C" fn describe() -> PluginDescription {

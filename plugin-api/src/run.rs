@@ -2,9 +2,10 @@
 //! write files, and which data-parallel rank it runs on.
 //!
 //! These are the same for every component of a process, so the host hands them to each
-//! plugin once, before creating anything (`PluginMod::set_run_info`, added in 0.1.1), instead
-//! of in [`CreateContext`](crate::CreateContext) and [`TraceContext`](crate::TraceContext),
-//! whose layouts are frozen. Components read them through those contexts'
+//! plugin once, before creating anything (`set_run_info` of the extension module added in
+//! 0.1.1, [`PluginExt`](crate::ffi::PluginExt)), instead of in
+//! [`CreateContext`](crate::CreateContext) and [`TraceContext`](crate::TraceContext), whose
+//! layouts are frozen. Components read them through those contexts'
 //! methods; a host older than 0.1.1 never calls `set_run_info`, and components then see
 //! [`RunInfo::unknown`].
 

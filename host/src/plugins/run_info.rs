@@ -56,14 +56,14 @@ fn absolute(path: &Path) -> std::path::PathBuf {
 
 impl Registry {
     /// Tells every loaded plugin (and the host's own registrations) about the run. Plugins
-    /// built before fe-plugin-api 0.1.1 have no `set_run_info` and are skipped: their
+    /// built before fe-plugin-api 0.1.1 have no extension module and are skipped: their
     /// components never ask.
     pub fn announce(&self, info: &RunInfo) {
         fe_plugin_api::run::set_process(info.clone());
         let ffi = FfiRunInfo::leak(info);
         for plugin in &self.plugins.plugins {
-            if let Some(set_run_info) = plugin.module.set_run_info() {
-                set_run_info(ffi);
+            if let Some(ext) = plugin.ext {
+                ext.set_run_info()(ffi);
             }
         }
     }

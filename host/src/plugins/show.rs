@@ -91,10 +91,10 @@ fn declared(registry: &Registry, entry: &Entry) -> Declared {
     let Some(plugin) = registry.plugins.plugins.get(index) else {
         return Declared::NotByThisComponent;
     };
-    let Some(describe_fields) = plugin.module.describe_fields() else {
+    let Some(ext) = plugin.ext else {
         return Declared::PluginTooOld(plugin.info.plugin_api_version.as_str().to_owned());
     };
-    describe_fields()
+    ext.describe_fields()()
         .into_iter()
         .find(|c: &ComponentFields| c.kind == entry.info.kind && c.name == entry.info.name)
         .map(|c| Declared::Fields(c.fields.into_iter().collect()))
