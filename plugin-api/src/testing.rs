@@ -286,7 +286,7 @@ impl TestTrace {
         self.object
             .hook(
                 hook,
-                &ctx,
+                ctx,
                 RSlice::from_slice(&self.inputs),
                 RSlice::from_slice(&values),
             )
