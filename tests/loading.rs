@@ -35,7 +35,10 @@ fn plugins_list_shows_each_plugin_its_file_version_and_components() {
     assert_contains!(out.stdout, "[mode: !infer]");
     assert_contains!(
         out.stdout,
-        "fe-plugin-api 0.1.0, tch 0.24.0, libtorch 2.11.0"
+        format!(
+            "fe-plugin-api {}, tch 0.24.0, libtorch 2.11.0",
+            fe_plugin_api::build_info::PLUGIN_API_VERSION
+        )
     );
 }
 

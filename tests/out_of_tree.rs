@@ -54,7 +54,7 @@ fe_plugin_api::export_plugin!();
 "#;
 
 /// Builds the third-party plugin on its own; returns the library.
-fn external_plugin() -> &'static PathBuf {
+pub(crate) fn external_plugin() -> &'static PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo =
@@ -81,25 +81,23 @@ fn api_copy(
     patch: Option<(&str, &str, &str)>,
 ) -> Vec<(&'static str, String)> {
     let api = root().join("plugin-api");
-    let manifest = format!(
-        r#"[package]
-name = "{package}"
-version = "{version}"
-edition = "2021"
-build = "build.rs"
-
-[dependencies]
-tch = "=0.24.0"
-torch-sys = "=0.24.0"
-abi_stable = "=0.11.3"
-inventory = "0.3.25"
-serde = {{ version = "1.0.228", features = ["derive"] }}
-serde_json = "1.0"
-serde_ignored = "0.1.14"
-serde_path_to_error = "0.1.20"
-toml = "1.2"
-"#
+    // plugin-api's own manifest, renamed: it must build outside fe-host's workspace.
+    let real = read(&api.join("Cargo.toml"));
+    let current_version = format!(
+        "version = \"{}\"",
+        fe_plugin_api::build_info::PLUGIN_API_VERSION
     );
+    assert!(
+        real.contains(&current_version),
+        "plugin-api/Cargo.toml: {current_version}"
+    );
+    let manifest = real
+        .replacen(
+            "name = \"fe-plugin-api\"",
+            &format!("name = \"{package}\""),
+            1,
+        )
+        .replacen(&current_version, &format!("version = \"{version}\""), 1);
     let mut files = vec![
         ("Cargo.toml", manifest),
         ("build.rs", read(&api.join("build.rs"))),
@@ -176,7 +174,11 @@ fn incompatible_plugins() -> &'static (PathBuf, PathBuf) {
                 ("api-next-plugin", fixture_plugin("api-next")),
                 (
                     "api-changed",
-                    api_copy("api-changed", "0.1.0", Some(layout_patch)),
+                    api_copy(
+                        "api-changed",
+                        fe_plugin_api::build_info::PLUGIN_API_VERSION,
+                        Some(layout_patch),
+                    ),
                 ),
                 ("api-changed-plugin", fixture_plugin("api-changed")),
             ],
@@ -242,8 +244,9 @@ fn plugin_built_against_another_plugin_api_version_is_refused() {
     assert_text_eq!(
         out.stderr,
         format!(
-            "error: {}: plugin `api-next-plugin` was built against fe-plugin-api 0.2.0 (fe-host has 0.1.0); rebuild it against fe-plugin-api 0.1.x\n",
-            next.display()
+            "error: {}: plugin `api-next-plugin` was built against fe-plugin-api 0.2.0 (fe-host has {}); rebuild it against fe-plugin-api 0.1.x\n",
+            next.display(),
+            fe_plugin_api::build_info::PLUGIN_API_VERSION
         )
     );
 }

@@ -22,6 +22,8 @@ mod out_of_tree;
 mod outputs;
 mod overrides;
 mod pipeline;
+mod plugin_kit;
+mod plugin_run_info;
 mod render;
 mod run_dirs;
 mod scaffold;

@@ -16,6 +16,19 @@ pub fn load_registry(search: &[SearchEntry], pins: &BTreeMap<String, String>) ->
     registry(set)
 }
 
+/// [`load_registry`] for `manifest` (its sha256 pins), then tells the plugins about its run
+/// (manifest and output directories, rank) before anything is created.
+pub fn load_manifest_registry(
+    search: &[SearchEntry],
+    manifest: &crate::manifest::Manifest,
+) -> Result<Registry> {
+    let registry = load_registry(search, &manifest.plugins.sha256)?;
+    // A data-parallel run announces again with its rank once it has joined its group.
+    let info = crate::plugins::run_info(manifest, crate::plugins::Membership::SINGLE);
+    registry.announce(&info);
+    Ok(registry)
+}
+
 /// Indexes the components of `plugins` with the host's built-ins.
 pub fn registry(plugins: PluginSet) -> Result<Registry> {
     Registry::new(plugins, builtins()).map_err(Error::Plugins)

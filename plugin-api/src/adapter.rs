@@ -15,8 +15,10 @@ use crate::build_info::BuildInfo;
 use crate::context::{CreateContext, StepContext};
 use crate::error::{panic_message, Error, PluginError};
 use crate::ffi::*;
+use crate::fields::{ComponentFields, FieldInfo};
 use crate::kinds::{Dataset, Metric, Model, NumpyOp, Slicer, TensorOp};
 use crate::registry::{find_registration, registrations, ComponentKind, Factory, TraceImpl};
+use crate::run::FfiRunInfoRef;
 use crate::state::{ComponentState, State};
 use crate::tensor::{NamedTensor, RTensor, TensorRef};
 use crate::trace_data::{TraceContext, TraceData, TraceOutput, Value, ValueRef};
@@ -30,12 +32,17 @@ thread_local! {
 static PLUGIN: OnceLock<&'static BuildInfo> = OnceLock::new();
 
 /// The name errors carry for this binary: the plugin crate's name once the host loaded it
-/// through `export_plugin!`, else `host`.
+/// through `export_plugin!`; in a plugin's own test binary (no host) the crate that calls
+/// `export_plugin!`; else `host`.
 pub fn plugin_name() -> &'static str {
-    PLUGIN
-        .get()
-        .map(|info| info.plugin_name.as_str())
-        .unwrap_or("host")
+    if let Some(info) = PLUGIN.get() {
+        return info.plugin_name.as_str();
+    }
+    let mut exporters = inventory::iter::<crate::export::__private::PluginIdentity>.into_iter();
+    match (exporters.next(), exporters.next()) {
+        (Some(only), None) => only.name,
+        _ => "host",
+    }
 }
 
 /// The plugin crate's version once loaded, else `""`.
@@ -521,6 +528,33 @@ creator!(
     FfiDataset_TO,
     DatasetAdapter
 );
+
+/// Records the run for this plugin's components (`PluginExt::set_run_info`).
+pub(crate) extern "C" fn set_run_info(info: FfiRunInfoRef) {
+    // Nothing here can panic short of an allocation failure, but nothing may unwind into the
+    // host either.
+    let _ = catch_unwind(AssertUnwindSafe(|| crate::run::set_process(info.into())));
+}
+
+/// The declared fields of every registration linked into this binary (extension module
+/// `describe_fields`).
+pub(crate) extern "C" fn describe_fields() -> RVec<ComponentFields> {
+    catch_unwind(declared_fields).unwrap_or_default()
+}
+
+/// The declared fields of every registration linked into this binary that declares them.
+pub fn declared_fields() -> RVec<ComponentFields> {
+    registrations()
+        .filter_map(|r| {
+            let fields = r.declared_fields()?;
+            Some(ComponentFields {
+                kind: r.kind(),
+                name: r.name().into(),
+                fields: fields.iter().map(FieldInfo::from).collect(),
+            })
+        })
+        .collect()
+}
 
 /// Describes every registration linked into this binary.
 pub fn describe_registrations(name: &str, version: &str) -> PluginDescription {

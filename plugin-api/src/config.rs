@@ -11,7 +11,8 @@ use crate::{Error, Result};
 /// so the host can point at the manifest line.
 ///
 /// ```
-/// #[derive(serde::Deserialize, Debug)]
+/// #[derive(fe_plugin_api::serde::Deserialize, Debug)]
+/// #[serde(crate = "fe_plugin_api::serde")]
 /// struct Config { axis: i64 }
 /// let ok: Config = fe_plugin_api::parse_config("axis = -1")?;
 /// assert_eq!(ok.axis, -1);

@@ -1,10 +1,13 @@
 //! What a component is told about the run: at creation, and at every call.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use abi_stable::std_types::{RSlice, RStr, RString};
 use abi_stable::StableAbi;
+
+use crate::run::RunInfo;
 
 /// An execution mode, as in FastEstimator.
 #[repr(u8)]
@@ -130,6 +133,29 @@ impl<'a> CreateContext<'a> {
             device: DeviceSpec::CPU,
             seed: 0,
         }
+    }
+
+    /// The run this component is part of: manifest and output directories, rank and world
+    /// size (see [`RunInfo`]; all unknown under a host older than fe-plugin-api 0.1.1).
+    pub fn run(&self) -> RunInfo {
+        crate::run::current()
+    }
+
+    /// The directory of the run's manifest, when the host said.
+    pub fn manifest_dir(&self) -> Option<PathBuf> {
+        self.run().manifest_dir
+    }
+
+    /// A path from the component's configuration as the manifest's author means it: relative
+    /// to the manifest's directory (absolute paths as given).
+    pub fn resolve_path(&self, path: impl AsRef<Path>) -> PathBuf {
+        self.run().resolve_path(path)
+    }
+
+    /// Where to write the output `path`: inside the run's output directory, which `--smoke`
+    /// and versioned runs redirect (absolute paths as given).
+    pub fn output_path(&self, path: impl AsRef<Path>) -> PathBuf {
+        self.run().output_path(path)
     }
 
     /// Fails unless the component was given exactly `inputs` input keys and `outputs` output

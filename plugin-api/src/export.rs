@@ -2,14 +2,16 @@
 
 use crate::adapter;
 use crate::build_info::BuildInfo;
-use crate::ffi::{PluginMod, PluginModRef};
+use std::sync::OnceLock;
+
+use crate::ffi::{PluginExt, PluginExtRef, PluginMod, PluginModRef};
 use crate::PluginDescription;
 
 /// Exports the plugin: its build info (read by the host before loading) and its root module
 /// (everything registered with `inventory::submit!` in this crate and its dependencies).
 /// Call it exactly once, at the crate root of a `cdylib` crate.
 ///
-/// ```ignore
+/// ```
 /// // src/lib.rs of a plugin crate with `crate-type = ["cdylib", "rlib"]`
 /// fe_plugin_api::export_plugin!();
 /// ```
@@ -21,6 +23,17 @@ macro_rules! export_plugin {
         #[used]
         pub static FE_PLUGIN_BUILD_INFO: $crate::BuildInfo =
             $crate::BuildInfo::current(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
+
+        /// What this plugin provides beyond its root module (fe-plugin-api 0.1.1 and later).
+        #[no_mangle]
+        #[used]
+        pub static FE_PLUGIN_EXT_V1: $crate::ffi::ExtHeader = $crate::__private::EXT_HEADER;
+
+        // Names this crate in errors when its components run without the host (its own
+        // tests through `fe_plugin_api::testing`), as loading names it in a real run.
+        $crate::inventory::submit! {
+            $crate::__private::PluginIdentity { name: env!("CARGO_PKG_NAME") }
+        }
 
         /// abi_stable's library header (the name is abi_stable's mangled
         /// `_as.lib_header.root module loader`), pointing at this plugin's root module.
@@ -54,6 +67,20 @@ pub mod __private {
 
     pub use crate::ffi::PluginModRef;
 
+    /// This plugin's extension module and its layout.
+    pub const EXT_HEADER: crate::ffi::ExtHeader = crate::ffi::ExtHeader {
+        layout: <crate::ffi::PluginExtRef as abi_stable::StableAbi>::LAYOUT,
+        module: super::ext_module,
+    };
+
+    /// The crate that called `export_plugin!`, for errors outside the host.
+    pub struct PluginIdentity {
+        /// Its package name.
+        pub name: &'static str,
+    }
+
+    inventory::collect!(PluginIdentity);
+
     /// Builds the root module of the plugin whose build info is `info`.
     pub fn root_module(info: &'static crate::BuildInfo) -> PluginModRef {
         super::root_module(info)
@@ -73,6 +100,18 @@ fn root_module(info: &'static BuildInfo) -> PluginModRef {
         create_dataset: adapter::create_dataset,
     }
     .leak_into_prefix()
+}
+
+extern "C" fn ext_module() -> PluginExtRef {
+    static MODULE: OnceLock<PluginExtRef> = OnceLock::new();
+    *MODULE.get_or_init(|| {
+        use abi_stable::prefix_type::PrefixTypeTrait;
+        PluginExt {
+            set_run_info: adapter::set_run_info,
+            describe_fields: adapter::describe_fields,
+        }
+        .leak_into_prefix()
+    })
 }
 
 extern "C" fn describe() -> PluginDescription {

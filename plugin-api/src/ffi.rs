@@ -6,7 +6,17 @@
 //! # Evolution rules
 //!
 //! * New methods go at the end of a `#[sabi_trait]`, after `#[sabi(last_prefix_field)]`, with a
-//!   default body; new root-module functions go after the last prefix field.
+//!   default body; new root-module functions go after the last prefix field, with
+//!   `#[sabi(missing_field(option))]`; the attribute itself never moves. But abi_stable's
+//!   layout check refuses a library whose prefix type has *fewer* fields than the host's, so
+//!   a new field in [`PluginMod`] or [`PluginExt`] would lock out every older plugin: hosts
+//!   then look for a new, separately exported module instead, as 0.1.1 did with
+//!   [`PluginExt`] under [`PLUGIN_EXT_SYMBOL`] (a plugin without it lacks its functions).
+//!   Such additions are patch releases (0.1.0 -> 0.1.1): plugins built before load into
+//!   newer hosts and newer plugins into older hosts, as `tests/plugin_kit.rs` checks against
+//!   the 0.1.0 sources kept in `tests/fixtures/plugin-api-0.1.0`.
+//! * New types reached only through such new modules are free to add; to let them grow
+//!   later, make them prefix types too ([`FfiRunInfo`](crate::run::FfiRunInfo)).
 //! * Any other change (reordering, changing a signature, changing a `#[repr(C)]` type) is a
 //!   breaking change: bump the plugin-api minor version (0.x) so that build info refuses old
 //!   plugins before abi_stable's layout check would.
@@ -21,7 +31,9 @@ use abi_stable::{declare_root_module_statics, package_version_strings, StableAbi
 
 use crate::context::{CreateContext, StepContext};
 use crate::error::PluginError;
+use crate::fields::ComponentFields;
 use crate::registry::ComponentKind;
+use crate::run::FfiRunInfoRef;
 use crate::state::ComponentState;
 use crate::tensor::{NamedTensor, RTensor, TensorRef};
 use crate::trace_data::{TraceContext, TraceOutput, Value, ValueRef};
@@ -271,6 +283,37 @@ pub struct PluginMod {
     #[sabi(last_prefix_field)]
     pub create_dataset:
         extern "C" fn(RStr<'_>, RStr<'_>, &CreateContext<'_>) -> RResult<DatasetBox, PluginError>,
+}
+
+/// Name of the exported static that holds a plugin's [`ExtHeader`] (since 0.1.1).
+pub const PLUGIN_EXT_SYMBOL: &[u8] = b"FE_PLUGIN_EXT_V1\0";
+
+/// What a plugin provides beyond [`PluginMod`], since 0.1.1: a module of its own under its
+/// own symbol ([`PLUGIN_EXT_SYMBOL`]), found only by hosts that look for it. Not new fields of
+/// [`PluginMod`]: abi_stable refuses a root module with fewer fields than the host's, so
+/// growing it would lock every older plugin out. A plugin without the symbol (built before
+/// 0.1.1) simply lacks these functions.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PluginExtRef)))]
+#[sabi(missing_field(option))]
+pub struct PluginExt {
+    /// Tells the plugin about the run before any component is created (see
+    /// [`RunInfo`](crate::RunInfo)).
+    pub set_run_info: extern "C" fn(FfiRunInfoRef),
+    /// The configuration fields its components declare.
+    #[sabi(last_prefix_field)]
+    pub describe_fields: extern "C" fn() -> RVec<ComponentFields>,
+}
+
+/// The static a plugin exports under [`PLUGIN_EXT_SYMBOL`]: the layout of its [`PluginExt`],
+/// which the host checks against its own before calling `module`. Frozen: two pointers.
+#[repr(C)]
+pub struct ExtHeader {
+    /// abi_stable's layout of the plugin's `PluginExtRef`.
+    pub layout: &'static abi_stable::type_layout::TypeLayout,
+    /// Returns the plugin's extension module.
+    pub module: extern "C" fn() -> PluginExtRef,
 }
 
 impl RootModule for PluginModRef {

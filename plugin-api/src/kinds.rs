@@ -25,7 +25,8 @@ use crate::{Error, Result};
 /// ```
 /// use fe_plugin_api::{CreateContext, FromConfig, Result};
 ///
-/// #[derive(serde::Deserialize)]
+/// #[derive(fe_plugin_api::serde::Deserialize)]
+/// #[serde(crate = "fe_plugin_api::serde")]
 /// struct ScaleConfig { factor: f64 }
 ///
 /// struct Scale { factor: f64 }
@@ -54,7 +55,7 @@ pub struct NoConfig {}
 ///
 /// ```
 /// use fe_plugin_api::{StepContext, Result, TensorOp};
-/// use tch::Tensor;
+/// use fe_plugin_api::tch::Tensor;
 ///
 /// /// Doubles its input.
 /// struct Double;
@@ -94,14 +95,14 @@ pub trait TensorOp: Send + 'static {
 ///
 /// ```
 /// use fe_plugin_api::{NumpyOp, StepContext, Result};
-/// use tch::Tensor;
+/// use fe_plugin_api::tch::Tensor;
 ///
 /// /// Scales pixel values into [0, 1].
 /// struct ToUnit;
 ///
 /// impl NumpyOp for ToUnit {
 ///     fn forward(&self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-///         Ok(vec![inputs[0].f_to_kind(tch::Kind::Float)?.f_div_scalar(255.0)?])
+///         Ok(vec![inputs[0].f_to_kind(fe_plugin_api::tch::Kind::Float)?.f_div_scalar(255.0)?])
 ///     }
 /// }
 ///
@@ -193,7 +194,7 @@ pub fn per_sample(
 ///
 /// ```
 /// use fe_plugin_api::{Result, Slicer};
-/// use tch::Tensor;
+/// use fe_plugin_api::tch::{Device, Kind, Tensor};
 ///
 /// /// Halves every batch along dimension 0.
 /// struct Halves;
@@ -207,7 +208,7 @@ pub fn per_sample(
 ///     }
 /// }
 ///
-/// let parts = Halves.slice("x", &Tensor::arange(4, (tch::Kind::Int64, tch::Device::Cpu)))?;
+/// let parts = Halves.slice("x", &Tensor::arange(4, (Kind::Int64, Device::Cpu)))?;
 /// assert_eq!(parts.len(), 2);
 /// # Ok::<(), fe_plugin_api::Error>(())
 /// ```
@@ -305,7 +306,7 @@ pub trait Trace: Send + 'static {
 ///
 /// ```
 /// use fe_plugin_api::{Metric, Result, State, Value};
-/// use tch::Tensor;
+/// use fe_plugin_api::tch::Tensor;
 ///
 /// /// Mean of its single input over all samples.
 /// #[derive(Default)]
@@ -314,7 +315,7 @@ pub trait Trace: Send + 'static {
 /// impl Metric for Mean {
 ///     fn reset(&mut self) { *self = Mean::default(); }
 ///     fn accumulate(&mut self, inputs: &[&Tensor]) -> Result<()> {
-///         self.sum += inputs[0].f_sum(tch::Kind::Double)?.double_value(&[]);
+///         self.sum += inputs[0].f_sum(fe_plugin_api::tch::Kind::Double)?.double_value(&[]);
 ///         self.count += inputs[0].numel() as f64;
 ///         Ok(())
 ///     }
@@ -347,7 +348,7 @@ pub trait Metric: Send + 'static {
 ///
 /// ```
 /// use fe_plugin_api::{Model, Result};
-/// use tch::{nn, nn::Module, Tensor};
+/// use fe_plugin_api::tch::{nn, nn::Module, Tensor};
 ///
 /// struct Linear { vs: nn::VarStore, layer: nn::Linear }
 ///
@@ -360,7 +361,7 @@ pub trait Metric: Send + 'static {
 ///     }
 /// }
 ///
-/// let vs = nn::VarStore::new(tch::Device::Cpu);
+/// let vs = nn::VarStore::new(fe_plugin_api::tch::Device::Cpu);
 /// let layer = nn::linear(vs.root() / "fc", 3, 2, Default::default());
 /// let mut model = Linear { vs, layer };
 /// let names: Vec<String> = model.variables().into_iter().map(|(n, _)| n).collect();
@@ -417,7 +418,7 @@ pub fn var_store_variables(vs: &tch::nn::VarStore) -> Vec<(String, Tensor)> {
 ///
 /// ```
 /// use fe_plugin_api::{Dataset, Result};
-/// use tch::Tensor;
+/// use fe_plugin_api::tch::Tensor;
 ///
 /// /// The numbers 0..n with their squares.
 /// struct Squares { n: u64 }

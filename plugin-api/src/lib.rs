@@ -4,13 +4,13 @@
 //! or more of the component traits in plain Rust, registers each with `inventory::submit!`
 //! and calls [`export_plugin!`] once:
 //!
-//! ```ignore
-//! use fe_plugin_api::{inventory, CreateContext, FromConfig, Registration, Result,
+//! ```
+//! use fe_plugin_api::{inventory, CreateContext, Field, FromConfig, Registration, Result,
 //!                     StepContext, TensorOp};
-//! use tch::Tensor;
+//! use fe_plugin_api::tch::Tensor;
 //!
-//! #[derive(serde::Deserialize)]
-//! #[serde(deny_unknown_fields)]
+//! #[derive(fe_plugin_api::serde::Deserialize)]
+//! #[serde(crate = "fe_plugin_api::serde", deny_unknown_fields)]
 //! struct ScaleConfig { factor: f64 }
 //!
 //! struct Scale { factor: f64 }
@@ -29,7 +29,11 @@
 //!     }
 //! }
 //!
-//! inventory::submit! { Registration::tensor_op::<Scale>("Scale", "Multiplies by a constant.") }
+//! inventory::submit! {
+//!     Registration::tensor_op::<Scale>("Scale", "Multiplies by a constant.")
+//!         // What `fe-host plugins show Scale` prints; optional.
+//!         .fields(&[Field::required("factor", "float", "What to multiply by")])
+//! }
 //!
 //! fe_plugin_api::export_plugin!();
 //! ```
@@ -46,7 +50,11 @@
 //! * **Checked before use.** [`BuildInfo`] is read from the file before any plugin code runs;
 //!   abi_stable then checks the layout of everything in [`ffi`].
 //! * **Config is yours.** Your `Config` type is deserialized from the component's TOML table;
-//!   unknown fields are errors naming the field ([`parse_config`]).
+//!   unknown fields are errors naming the field ([`parse_config`]). Resolve paths in it with
+//!   [`CreateContext::resolve_path`] (relative to the manifest) and write files at
+//!   [`CreateContext::output_path`] (inside the run's output directory, which `--smoke` and
+//!   versioned runs redirect); traces see their data-parallel rank in
+//!   [`TraceContext::rank`] ([`RunInfo`]).
 //!
 //! Test your components without the host with [`testing`].
 #![deny(missing_docs)]
@@ -58,21 +66,24 @@ mod context;
 mod error;
 mod export;
 pub mod ffi;
+mod fields;
 mod kinds;
 mod registry;
+pub mod run;
 mod state;
 mod tensor;
 pub mod testing;
 mod text;
 mod trace_data;
 
-pub use adapter::{guard, install_quiet_panic_hook, plugin_name};
+pub use adapter::{declared_fields, guard, install_quiet_panic_hook, plugin_name};
 pub use build_info::{BuildInfo, BUILD_INFO_SYMBOL};
 pub use config::parse_config;
 pub use context::{CreateContext, DeviceSpec, Mode, StepContext};
 pub use error::{first_line, panic_message, Error, ErrorKind, PluginError, Result};
 pub use export::__private;
 pub use ffi::{ComponentInfo, PluginDescription};
+pub use fields::{ComponentFields, Field, FieldInfo};
 pub use kinds::{
     per_sample, var_store_variables, Dataset, FromConfig, Metric, Model, NoConfig, NumpyOp, Slicer,
     TensorOp, Trace,
@@ -80,6 +91,7 @@ pub use kinds::{
 pub use registry::{
     find_registration, registrations, ComponentKind, Factory, Registration, TraceImpl,
 };
+pub use run::RunInfo;
 pub use state::{ComponentState, State};
 pub use tensor::{NamedTensor, RTensor, TensorRef, TensorView};
 pub use text::{tensor_text, text_tensor};

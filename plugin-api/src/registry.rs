@@ -6,6 +6,7 @@ use abi_stable::StableAbi;
 
 use crate::config::parse_config;
 use crate::context::CreateContext;
+use crate::fields::Field;
 use crate::kinds::{Dataset, FromConfig, Metric, Model, NumpyOp, Slicer, TensorOp, Trace};
 use crate::Result;
 
@@ -93,7 +94,7 @@ impl Factory {
 /// ```
 /// use fe_plugin_api::{inventory, NoConfig, FromConfig, CreateContext, Registration, Result,
 ///                     StepContext, TensorOp};
-/// use tch::Tensor;
+/// use fe_plugin_api::tch::Tensor;
 ///
 /// struct Negate;
 /// impl TensorOp for Negate {
@@ -121,6 +122,7 @@ pub struct Registration {
     default_mode: &'static str,
     factory: Factory,
     metric: bool,
+    fields: Option<&'static [Field]>,
 }
 
 inventory::collect!(Registration);
@@ -180,7 +182,20 @@ impl Registration {
             default_mode: "",
             factory,
             metric: false,
+            fields: None,
         }
+    }
+
+    /// Declares the component's configuration fields for `fe-host plugins show`
+    /// (an empty list: it takes no configuration). Keep it in step with the `Config` type.
+    pub const fn fields(mut self, fields: &'static [Field]) -> Self {
+        self.fields = Some(fields);
+        self
+    }
+
+    /// The declared configuration fields; `None` when the registration declares none.
+    pub fn declared_fields(&self) -> Option<&'static [Field]> {
+        self.fields
     }
 
     /// The name manifests use.

@@ -23,10 +23,11 @@ pub struct ComponentState {
 ///
 /// ```
 /// use fe_plugin_api::State;
-/// #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+/// #[derive(fe_plugin_api::serde::Serialize, fe_plugin_api::serde::Deserialize, PartialEq, Debug)]
+/// #[serde(crate = "fe_plugin_api::serde")]
 /// struct Counter { calls: u64 }
 /// let state = State::from_json(&Counter { calls: 3 })?
-///     .with_tensor("running_mean", tch::Tensor::zeros([4], (tch::Kind::Float, tch::Device::Cpu)));
+///     .with_tensor("running_mean", fe_plugin_api::tch::Tensor::zeros([4], (fe_plugin_api::tch::Kind::Float, fe_plugin_api::tch::Device::Cpu)));
 /// let back: Counter = state.json()?;
 /// assert_eq!(back, Counter { calls: 3 });
 /// assert!(state.tensor("running_mean").is_some());

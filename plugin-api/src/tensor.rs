@@ -17,8 +17,8 @@ use tch::Tensor;
 ///
 /// ```
 /// use fe_plugin_api::RTensor;
-/// let owned = RTensor::new(tch::Tensor::from_slice(&[1.0f32, 2.0]));
-/// let back: tch::Tensor = owned.into_tensor();
+/// let owned = RTensor::new(fe_plugin_api::tch::Tensor::from_slice(&[1.0f32, 2.0]));
+/// let back: fe_plugin_api::tch::Tensor = owned.into_tensor();
 /// assert_eq!(back.size(), [2]);
 /// ```
 #[repr(transparent)]
@@ -82,7 +82,7 @@ impl std::fmt::Debug for RTensor {
 ///
 /// ```
 /// use fe_plugin_api::TensorRef;
-/// let t = tch::Tensor::from_slice(&[3i64]);
+/// let t = fe_plugin_api::tch::Tensor::from_slice(&[3i64]);
 /// let handle = TensorRef::from(&t);
 /// assert_eq!(handle.view().int64_value(&[0]), 3);
 /// ```

@@ -7,7 +7,7 @@
 //! ```
 //! use fe_plugin_api::{inventory, testing, CreateContext, FromConfig, NoConfig, Registration,
 //!                     Result, StepContext, TensorOp};
-//! use tch::Tensor;
+//! use fe_plugin_api::tch::Tensor;
 //!
 //! struct Square;
 //! impl TensorOp for Square {
@@ -28,6 +28,14 @@
 //! let err = testing::tensor_op("Square", "power = 3", &["x"], &["y"]).unwrap_err();
 //! assert_eq!(err.field.as_str(), "power");
 //! ```
+//!
+//! Every hook can be driven: per-step calls with any [`StepContext`] (mode, epoch, step),
+//! trace hooks with any [`TraceContext`] ([`TestTrace::hook_with`]), the checkpoint and trial
+//! events ([`TestTrace::checkpoint_end`], ...), and `state` / `load_state` of every kind.
+//! [`set_run_info`] gives this thread's components a manifest directory, an output directory
+//! and a rank. Errors name your crate (the one calling `export_plugin!`), as in a real run.
+
+use std::path::Path;
 
 use abi_stable::std_types::{RResult, RSlice, RStr, RString, RVec};
 use tch::Tensor;
@@ -35,9 +43,35 @@ use tch::Tensor;
 use crate::adapter;
 use crate::context::{CreateContext, StepContext};
 use crate::error::PluginError;
-use crate::ffi::{DatasetBox, ModelBox, NumpyOpBox, SlicerBox, TensorOpBox, TraceBox, TraceHook};
+use crate::ffi::{
+    DatasetBox, ModelBox, NumpyOpBox, SlicerBox, TensorOpBox, TraceBox, TraceHook, TrialEvent,
+};
+use crate::run::RunInfo;
+use crate::state::State;
 use crate::tensor::{RTensor, TensorRef};
 use crate::trace_data::{TraceContext, TraceOutput, Value, ValueRef};
+
+/// Tells the components this thread creates and calls about their run (manifest and output
+/// directories, rank and world size), as the host does for a real run; `None` forgets it.
+/// Other test threads are not affected.
+///
+/// ```
+/// use fe_plugin_api::{testing, RunInfo};
+/// testing::set_run_info(Some(RunInfo {
+///     manifest_dir: Some("/experiments/mnist".into()),
+///     rank: 1,
+///     world_size: 2,
+///     ..RunInfo::unknown()
+/// }));
+/// let ctx = fe_plugin_api::CreateContext::detached("test");
+/// assert_eq!(ctx.resolve_path("data/train.csv"),
+///            std::path::Path::new("/experiments/mnist/data/train.csv"));
+/// testing::set_run_info(None);
+/// assert_eq!(ctx.resolve_path("data/train.csv"), std::path::Path::new("data/train.csv"));
+/// ```
+pub fn set_run_info(info: Option<RunInfo>) {
+    crate::run::set_thread(info);
+}
 
 fn keys(names: &[&str]) -> Vec<RString> {
     names.iter().map(|n| RString::from(*n)).collect()
@@ -212,16 +246,12 @@ pub fn trace(
 }
 
 impl TestTrace {
-    /// Runs a hook with the given tensors as the trace's inputs.
+    /// Runs a hook with the given tensors as the trace's inputs, in training, epoch 1 of 1.
     pub fn hook(
         &mut self,
         hook: TraceHook,
         inputs: &[&Tensor],
     ) -> Result<TraceOutput, PluginError> {
-        let values: Vec<ValueRef<'_>> = inputs
-            .iter()
-            .map(|t| ValueRef::Tensor(TensorRef::from(*t)))
-            .collect();
         let ctx = TraceContext {
             step: StepContext::for_tests(),
             total_epochs: 1,
@@ -230,14 +260,57 @@ impl TestTrace {
                 .map(|t| t.size().first().copied().unwrap_or(0) as u64)
                 .unwrap_or(0),
         };
+        self.hook_with(hook, &ctx, inputs)
+    }
+
+    /// Runs a hook in the given context: any mode, epoch, step or batch size.
+    ///
+    /// ```
+    /// # use fe_plugin_api::{testing, Mode, StepContext, TraceContext};
+    /// # fn drive(trace: &mut testing::TestTrace) -> Result<(), fe_plugin_api::PluginError> {
+    /// let step = StepContext { mode: Mode::Eval, epoch: 3, ..StepContext::for_tests() };
+    /// let ctx = TraceContext { step, total_epochs: 5, batch_size: 0 };
+    /// trace.hook_with(fe_plugin_api::ffi::TraceHook::EpochEnd, &ctx, &[])?;
+    /// # Ok(()) }
+    /// ```
+    pub fn hook_with(
+        &mut self,
+        hook: TraceHook,
+        ctx: &TraceContext<'_>,
+        inputs: &[&Tensor],
+    ) -> Result<TraceOutput, PluginError> {
+        let values: Vec<ValueRef<'_>> = inputs
+            .iter()
+            .map(|t| ValueRef::Tensor(TensorRef::from(*t)))
+            .collect();
         self.object
             .hook(
                 hook,
-                &ctx,
+                ctx,
                 RSlice::from_slice(&self.inputs),
                 RSlice::from_slice(&values),
             )
             .into_result()
+    }
+
+    /// Determined's `on_checkpoint_end`: the host finished writing a checkpoint into `dir`.
+    pub fn checkpoint_end(&mut self, dir: &Path) -> Result<(), PluginError> {
+        self.event(TrialEvent::CheckpointEnd, dir)
+    }
+
+    /// Determined's `on_checkpoint_load`: the host resumed from the checkpoint in `dir`.
+    pub fn checkpoint_load(&mut self, dir: &Path) -> Result<(), PluginError> {
+        self.event(TrialEvent::CheckpointLoad, dir)
+    }
+
+    /// Determined's `on_trial_close`: the run is over.
+    pub fn trial_close(&mut self) -> Result<(), PluginError> {
+        self.event(TrialEvent::TrialClose, Path::new(""))
+    }
+
+    fn event(&mut self, event: TrialEvent, dir: &Path) -> Result<(), PluginError> {
+        let dir = dir.to_string_lossy();
+        self.object.event(event, RStr::from_str(&dir)).into_result()
     }
 
     /// For metrics: one epoch over `batches`, reduced as if each group of batches had run on
@@ -340,6 +413,33 @@ macro_rules! opaque_debug {
         }
     )*};
 }
+
+/// `state` and `load_state` of every kind: what the host saves into and restores from a
+/// checkpoint.
+macro_rules! checkpointed {
+    ($($name:ident . $field:tt),*) => {$(
+        impl $name {
+            /// The component's state, as the host would save it in a checkpoint.
+            pub fn state(&self) -> Result<State, PluginError> {
+                self.$field.state().into_result().map(State::from_ffi)
+            }
+
+            /// Restores a state from [`state`](Self::state), as the host does on resume.
+            pub fn load_state(&mut self, state: State) -> Result<(), PluginError> {
+                self.$field.load_state(state.into_ffi()).into_result()
+            }
+        }
+    )*};
+}
+
+checkpointed!(
+    TestTensorOp.0,
+    TestNumpyOp.0,
+    TestSlicer.0,
+    TestTrace.object,
+    TestModel.0,
+    TestDataset.0
+);
 
 opaque_debug!(
     TestTensorOp,

@@ -20,6 +20,24 @@ pub struct TraceContext<'a> {
     pub batch_size: u64,
 }
 
+impl TraceContext<'_> {
+    /// This process's data-parallel rank (0 in a single-process run). Traces that write
+    /// shared files usually do so on rank 0 only.
+    pub fn rank(&self) -> u32 {
+        crate::run::current().rank
+    }
+
+    /// How many processes train together (1 in a single-process run).
+    pub fn world_size(&self) -> u32 {
+        crate::run::current().world_size
+    }
+
+    /// The whole run: manifest and output directories, rank and world size.
+    pub fn run(&self) -> crate::RunInfo {
+        crate::run::current()
+    }
+}
+
 /// A value a trace writes: a number, a text, or a tensor.
 #[repr(u8)]
 #[derive(StableAbi, Debug)]

@@ -148,7 +148,10 @@ pub fn plugin_differences(saved: &[PluginRecord], current: &[PluginRecord]) -> D
                 "plugin {} {} ({}) is not loaded",
                 old.name, old.version, old.file
             )),
-            Some(new) if new.version != old.version || new.built_against != old.built_against => {
+            Some(new)
+                if new.version != old.version
+                    || same_abi(&new.built_against) != same_abi(&old.built_against) =>
+            {
                 out.incompatible.push(format!(
                     "plugin {} was {} ({}) and is now {} ({})",
                     old.name, old.version, old.built_against, new.version, new.built_against
@@ -162,6 +165,20 @@ pub fn plugin_differences(saved: &[PluginRecord], current: &[PluginRecord]) -> D
         }
     }
     out
+}
+
+/// `built_against` without the fe-plugin-api patch number: a patch release keeps the ABI
+/// and adds only what old plugins never see, so a plugin rebuilt against the next one runs
+/// the same (its sha256 still changes, which is reported as compatible).
+fn same_abi(built_against: &str) -> String {
+    let Some(rest) = built_against.strip_prefix("fe-plugin-api ") else {
+        return built_against.to_owned();
+    };
+    let (version, others) = rest.split_once(',').unwrap_or((rest, ""));
+    format!(
+        "fe-plugin-api {},{others}",
+        fe_plugin_api::build_info::api_key(version)
+    )
 }
 
 #[cfg(test)]
@@ -221,6 +238,19 @@ mod tests {
             sha256: sha.into(),
             built_against: "fe-plugin-api 0.1.0".into(),
         }
+    }
+
+    #[test]
+    fn a_plugin_rebuilt_against_a_plugin_api_patch_release_is_compatible() {
+        let saved = vec![plugin("a", "1.0", "x")];
+        let mut rebuilt = plugin("a", "1.0", "y");
+        rebuilt.built_against = "fe-plugin-api 0.1.1".into();
+        let d = plugin_differences(&saved, &[rebuilt.clone()]);
+        assert!(d.incompatible.is_empty(), "{:?}", d.incompatible);
+        assert_eq!(d.compatible.len(), 1);
+        rebuilt.built_against = "fe-plugin-api 0.2.0".into();
+        let d = plugin_differences(&saved, &[rebuilt]);
+        assert_eq!(d.incompatible.len(), 1);
     }
 
     #[test]

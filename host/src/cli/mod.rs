@@ -18,10 +18,10 @@ mod logs;
 mod versions;
 pub use logs::LogsArgs;
 
-use crate::components::load_registry;
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
 use crate::manifest::Manifest;
+use crate::components::load_manifest_registry;
 use crate::plugins::{default_search_path, render_list};
 
 /// Trains and evaluates deep-learning models described by a TOML manifest; every op, model and
@@ -317,6 +317,17 @@ pub enum PluginsCommand {
         #[command(flatten)]
         plugins: PluginArgs,
     },
+    /// Show one component: what it does and its configuration fields (type, default, doc).
+    Show {
+        /// The component's name, as a manifest writes it (`CrossEntropy`, `LeNet`, ...).
+        name: String,
+        /// Also search the plugin paths of this manifest.
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Plugin search.
+        #[command(flatten)]
+        plugins: PluginArgs,
+    },
 }
 
 /// `fe-host datagen ...`
@@ -415,6 +426,11 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Plugins(PluginsCommand::List { manifest, plugins }) => {
             list_plugins(manifest, plugins)
         }
+        Command::Plugins(PluginsCommand::Show {
+            name,
+            manifest,
+            plugins,
+        }) => show_plugin_component(&name, manifest, plugins),
         Command::Datagen(DatagenCommand::Digits {
             out,
             train,
@@ -501,7 +517,7 @@ fn render(args: RenderArgs) -> Result<()> {
     crate::runtime::set_threads(manifest.run.threads);
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
-    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let registry = load_manifest_registry(&search, &manifest)?;
     let options = RunOptions {
         quiet: true,
         out: Box::new(std::io::sink()),
@@ -554,7 +570,11 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
-    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let registry = load_manifest_registry(&search, &manifest)?;
+    if let Some(membership) = &membership {
+        let rank = crate::plugins::Membership::of(membership);
+        registry.announce(&crate::plugins::run_info(&manifest, rank));
+    }
     let options = RunOptions {
         quiet,
         out: Box::new(std::io::stdout()),
@@ -717,7 +737,7 @@ fn transform(args: TransformArgs) -> Result<()> {
     crate::runtime::set_threads(manifest.run.threads);
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
-    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let registry = load_manifest_registry(&search, &manifest)?;
     let request = crate::predict::transform::Request {
         mode,
         epoch: args.epoch,
@@ -743,7 +763,15 @@ fn transform(args: TransformArgs) -> Result<()> {
     Ok(())
 }
 
-fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
+/// The plugin search path and sha256 pins of `plugins list/show`: the flags', plus the
+/// manifest's when one is given.
+fn plugin_search(
+    manifest: Option<PathBuf>,
+    plugins: PluginArgs,
+) -> Result<(
+    Vec<crate::plugins::SearchEntry>,
+    std::collections::BTreeMap<String, String>,
+)> {
     let (paths, pins) = match manifest {
         Some(path) => {
             let manifest = Manifest::load(&path)?;
@@ -751,7 +779,11 @@ fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
         }
         None => (Vec::new(), Default::default()),
     };
-    let search = default_search_path(&paths, &plugins.plugin_dirs);
+    Ok((default_search_path(&paths, &plugins.plugin_dirs), pins))
+}
+
+fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
+    let (search, pins) = plugin_search(manifest, plugins)?;
     // Every plugin that loads is listed, next to the files that were refused and why; the
     // refusals still make the exit code say that something is wrong.
     let set = crate::plugins::load_all_listing(&search, &pins);
@@ -763,6 +795,25 @@ fn list_plugins(manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Plugins(refused))
+    }
+}
+
+fn show_plugin_component(name: &str, manifest: Option<PathBuf>, plugins: PluginArgs) -> Result<()> {
+    let (search, pins) = plugin_search(manifest, plugins)?;
+    let registry = crate::components::load_registry(&search, &pins)?;
+    match crate::plugins::show::render_show(&registry, name) {
+        Some(text) => {
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            Ok(())
+        }
+        None => {
+            let hint = crate::plugins::show::suggest(&registry, name)
+                .map(|close| format!("; did you mean `{close}`?"))
+                .unwrap_or_else(|| "; `fe-host plugins list` shows every component".to_owned());
+            Err(Error::Usage(format!(
+                "no component is called `{name}`{hint}"
+            )))
+        }
     }
 }
 
@@ -783,14 +834,14 @@ fn predict(args: PredictArgs) -> Result<()> {
         let mut dirs = args.plugins.plugin_dirs.clone();
         dirs.extend(model.plugin_dirs());
         let search = default_search_path(&model.manifest.plugins.paths, &dirs);
-        let registry = load_registry(&search, &model.manifest.plugins.sha256)?;
+        let registry = load_manifest_registry(&search, &model.manifest)?;
         model.check_architecture(&registry)?;
         let weights = crate::predict::Weights::Files(model.weights);
         (model.manifest, Some(weights), registry)
     } else {
         let manifest = Manifest::load(&args.manifest)?;
         let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
-        let registry = load_registry(&search, &manifest.plugins.sha256)?;
+        let registry = load_manifest_registry(&search, &manifest)?;
         (manifest, weights, registry)
     };
     crate::runtime::set_threads(manifest.run.threads);
@@ -830,7 +881,7 @@ fn export(args: ExportArgs) -> Result<()> {
             })?;
     crate::runtime::set_threads(manifest.run.threads);
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
-    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let registry = load_manifest_registry(&search, &manifest)?;
     let written = crate::predict::export::run(&manifest, &registry, &weights, &args.out)?;
     for file in &written {
         println!("wrote {}", file.display());

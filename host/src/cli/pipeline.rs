@@ -13,11 +13,11 @@ use fe_plugin_api::Mode;
 use tch::{Kind, Tensor};
 
 use super::{OverrideArgs, PluginArgs};
-use crate::components::load_registry;
 use crate::error::{Error, Result};
 use crate::network::{Batch, KeyId, Keys};
 use crate::pipeline::order::Positions;
 use crate::pipeline::Pipeline;
+use crate::components::load_manifest_registry;
 use crate::plugins::default_search_path;
 
 /// Batches shown when `--batches` is not given.
@@ -72,7 +72,7 @@ pub fn run(args: PipelineArgs) -> Result<()> {
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(manifest.run.threads);
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
-    let registry = load_registry(&search, &manifest.plugins.sha256)?;
+    let registry = load_manifest_registry(&search, &manifest)?;
     let mut keys = Keys::default();
     let mut pipeline = Pipeline::build(&manifest, &registry, &mut keys)?;
     // Showing batches should not fail on text of different lengths, which only the network

@@ -5,9 +5,12 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use abi_stable::library::{lib_header_from_path, LibraryError};
+use abi_stable::abi_stability::abi_checking::check_layout_compatibility;
+use abi_stable::library::{lib_header_from_path, LibraryError, RawLibrary};
+use abi_stable::std_types::RBoxError;
+use abi_stable::StableAbi;
 use fe_plugin_api::build_info::BuildInfo;
-use fe_plugin_api::ffi::PluginModRef;
+use fe_plugin_api::ffi::{ExtHeader, PluginExtRef, PluginModRef, PLUGIN_EXT_SYMBOL};
 use fe_plugin_api::ComponentInfo;
 use sha2::{Digest, Sha256};
 
@@ -24,6 +27,9 @@ pub struct LoadedPlugin {
     pub components: Vec<ComponentInfo>,
     /// Its root module.
     pub module: PluginModRef,
+    /// Its extension module (run info, field declarations); `None` for plugins built before
+    /// fe-plugin-api 0.1.1.
+    pub ext: Option<PluginExtRef>,
 }
 
 impl LoadedPlugin {
@@ -139,12 +145,14 @@ fn load_one(
         }
     }
     let module = open(path).map_err(Skip::Refused)?;
+    let ext = open_ext(path).map_err(Skip::Refused)?;
     let description = module.describe()();
     Ok(Some(LoadedPlugin {
         path: path.clone(),
         info,
         components: description.components.into_iter().collect(),
         module,
+        ext,
     }))
 }
 
@@ -153,6 +161,24 @@ fn open(path: &Path) -> Result<PluginModRef, String> {
     header
         .init_root_module::<PluginModRef>()
         .map_err(|e| describe_library_error(&e))
+}
+
+/// The plugin's extension module, when it exports one (fe-plugin-api 0.1.1 and later), after
+/// abi_stable's layout check against this host's.
+fn open_ext(path: &Path) -> Result<Option<PluginExtRef>, String> {
+    let library = RawLibrary::load_at(path).map_err(|e| describe_library_error(&e))?;
+    // SAFETY: a file that passed the build-info and root-module checks exports this symbol
+    // only through `export_plugin!`, as a `'static ExtHeader`.
+    let header: &'static ExtHeader =
+        match unsafe { library.get::<&'static ExtHeader>(PLUGIN_EXT_SYMBOL) } {
+            Ok(symbol) => *symbol,
+            Err(_) => return Ok(None),
+        };
+    // Plugins are never unloaded: keep the handle's reference to the library forever.
+    std::mem::forget(library);
+    check_layout_compatibility(<PluginExtRef as StableAbi>::LAYOUT, header.layout)
+        .map_err(|e| describe_library_error(&LibraryError::AbiInstability(RBoxError::new(e))))?;
+    Ok(Some((header.module)()))
 }
 
 /// abi_stable's messages span many lines; keep the part a user can act on.

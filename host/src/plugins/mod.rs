@@ -7,6 +7,8 @@ pub mod handles;
 pub mod load;
 pub mod probe;
 pub mod registry;
+pub mod run_info;
+pub mod show;
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -14,6 +16,7 @@ use std::path::PathBuf;
 pub use discover::{search_path, Origin, SearchEntry};
 pub use load::{host_build_info, load_all_listing, sha256_file, LoadedPlugin, PluginSet};
 pub use registry::{Entry, Provider, Registry};
+pub use run_info::{run_info, Membership};
 /// Where to look for plugins, from every source in precedence order.
 pub fn default_search_path(manifest_paths: &[PathBuf], flag_dirs: &[PathBuf]) -> Vec<SearchEntry> {
     let env = std::env::var("FE_PLUGIN_PATH").ok();

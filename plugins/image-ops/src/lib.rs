@@ -22,25 +22,51 @@ pub use read::{ColorFlag, ReadImage, ReadImageConfig};
 pub use resize::{Resize, ResizeConfig};
 pub use rotate::{BorderMode, Limit, Rotate, RotateConfig};
 
-use fe_plugin_api::{inventory, Registration};
+use fe_plugin_api::{inventory, Field, Registration};
 
 inventory::submit! {
     Registration::numpy_op::<ReadImage>("ReadImage", "Reads image files (PNG, JPEG, BMP) into uint8 (H, W, 3) RGB or (H, W, 1) gray")
+    .fields(&[
+        Field::optional("parent_path", "string (path)", "\"\"", "Directory the paths are relative to, itself relative to the manifest"),
+        Field::optional("color_flag", "\"color\" | \"gray\"", "\"color\"", "(H, W, 3) RGB or (H, W, 1) luma (\"grey\" also works)"),
+    ])
 }
 inventory::submit! {
     Registration::numpy_op::<Resize>("Resize", "Resizes images to height x width (nearest, bilinear or bicubic)")
+    .fields(&[
+        Field::required("height", "integer", "Output height in pixels"),
+        Field::required("width", "integer", "Output width in pixels"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling (\"linear\" and \"cubic\" also work)"),
+    ])
 }
 inventory::submit! {
     Registration::numpy_op::<RandomCrop>("RandomCrop", "Crops a height x width window at a random position")
+    .fields(&[
+        Field::required("height", "integer", "Height of the window in pixels, at most the image's"),
+        Field::required("width", "integer", "Width of the window in pixels, at most the image's"),
+    ])
 }
 inventory::submit! {
     Registration::numpy_op::<CenterCrop>("CenterCrop", "Crops the central height x width window")
+    .fields(&[
+        Field::required("height", "integer", "Height of the window in pixels, at most the image's"),
+        Field::required("width", "integer", "Width of the window in pixels, at most the image's"),
+    ])
 }
 inventory::submit! {
     Registration::numpy_op::<HorizontalFlip>("HorizontalFlip", "Mirrors images left-right with probability p")
+    .fields(&[
+        Field::optional("p", "float", "0.5", "Probability of flipping a sample, in [0, 1]"),
+    ])
 }
 inventory::submit! {
     Registration::numpy_op::<Rotate>("Rotate", "Rotates images by a random angle in [-limit, limit] degrees")
+    .fields(&[
+        Field::optional("limit", "float | [float, float]", "90", "Angle range in degrees: l for [-l, l], or [lo, hi]"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling (\"linear\" and \"cubic\" also work)"),
+        Field::optional("border_mode", "\"reflect_101\" | \"reflect\" | \"replicate\" | \"constant\"", "\"reflect_101\"", "How pixels outside the image are filled"),
+        Field::optional("value", "float", "0", "Fill value for border_mode = \"constant\""),
+    ])
 }
 
 fe_plugin_api::export_plugin!();

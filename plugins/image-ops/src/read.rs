@@ -26,8 +26,8 @@ pub enum ColorFlag {
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ReadImageConfig {
-    /// Directory the paths are relative to (default: none, paths are used as given; absolute
-    /// paths ignore it).
+    /// Directory the paths are relative to, itself relative to the manifest's directory
+    /// (default: none, paths are used as given; absolute paths ignore it).
     #[serde(default)]
     pub parent_path: PathBuf,
     /// `"color"` (default) for `(H, W, 3)` RGB, `"gray"` / `"grey"` for `(H, W, 1)`.
@@ -48,7 +48,13 @@ impl FromConfig for ReadImage {
     fn from_config(config: ReadImageConfig, ctx: &CreateContext<'_>) -> Result<Self> {
         Ok(ReadImage {
             keys: paired_keys(ctx)?,
-            parent_path: config.parent_path,
+            // Relative to the manifest, like every path a manifest names, so a run works
+            // from any working directory.
+            parent_path: if config.parent_path.as_os_str().is_empty() {
+                config.parent_path
+            } else {
+                ctx.resolve_path(&config.parent_path)
+            },
             color_flag: config.color_flag,
         })
     }

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use fe_plugin_api::tch::Tensor;
-use fe_plugin_api::{inventory, Error, Registration, Result};
+use fe_plugin_api::{inventory, Error, Field, Registration, Result};
 
 mod cross_entropy;
 mod dice;
@@ -30,6 +30,12 @@ inventory::submit! {
         "Cross-entropy of predictions against sparse, one-hot or binary labels (from probabilities or logits)",
     )
     .default_mode("!infer")
+    .fields(&[
+        Field::optional("from_logits", "bool", "false", "Predictions are logits: a softmax (sigmoid for binary) is applied first"),
+        Field::optional("form", "\"binary\" | \"categorical\" | \"sparse\"", "from the shapes", "Which cross-entropy; absent: chosen per call from the shapes, as FastEstimator does"),
+        Field::optional("class_weights", "table { class = weight }", "none", "Weight of each true class; unlisted classes weigh 1"),
+        Field::optional("average_loss", "bool", "true", "Mean over the batch; false: one loss per sample"),
+    ])
 }
 
 inventory::submit! {
@@ -38,6 +44,9 @@ inventory::submit! {
         "Mean squared error between predictions and targets",
     )
     .default_mode("!infer")
+    .fields(&[
+        Field::optional("average_loss", "bool", "true", "Mean over the batch; false: one loss per sample"),
+    ])
 }
 
 inventory::submit! {
@@ -46,6 +55,11 @@ inventory::submit! {
         "Mean absolute error, smooth L1 or Huber loss between predictions and targets",
     )
     .default_mode("!infer")
+    .fields(&[
+        Field::optional("loss_type", "\"L1\" | \"Smooth\" | \"Huber\"", "\"L1\"", "Which loss"),
+        Field::optional("beta", "float", "1.0", "Where Smooth and Huber switch from squared to linear (> 0)"),
+        Field::optional("average_loss", "bool", "true", "Mean over the batch; false: one loss per sample"),
+    ])
 }
 
 inventory::submit! {
@@ -54,6 +68,9 @@ inventory::submit! {
         "Hinge loss max(0, 1 - y_true * y_pred) against -1/+1 labels",
     )
     .default_mode("!infer")
+    .fields(&[
+        Field::optional("average_loss", "bool", "true", "Mean over the batch; false: one loss per sample"),
+    ])
 }
 
 inventory::submit! {
@@ -62,6 +79,14 @@ inventory::submit! {
         "Sigmoid focal loss (RetinaNet) against 0/1 labels, from probabilities or logits",
     )
     .default_mode("!infer")
+    .fields(&[
+        Field::optional("gamma", "float", "2.0", "Exponent of the modulating factor (1 - p_t)^gamma; >= 0"),
+        Field::optional("alpha", "float", "0.25", "Weight of the positive class in [0, 1]; -1 disables the weighting"),
+        Field::optional("from_logits", "bool", "false", "Predictions are logits (a sigmoid is applied)"),
+        Field::optional("normalize", "bool", "true", "Divide each sample's loss by its number of positive labels"),
+        Field::optional("shape_reduction", "\"sum\" | \"mean\" | \"none\"", "\"sum\"", "Reduction over every dimension but the batch"),
+        Field::optional("sample_reduction", "\"mean\" | \"sum\" | \"none\"", "\"mean\"", "Reduction over the batch"),
+    ])
 }
 
 inventory::submit! {
@@ -70,6 +95,13 @@ inventory::submit! {
         "Negative (soft) Dice score between channels-first masks",
     )
     .default_mode("!infer")
+    .fields(&[
+        Field::optional("soft_dice", "bool", "false", "Square predictions and labels in the denominator (V-Net's soft Dice)"),
+        Field::optional("average_loss", "bool", "true", "Mean over the batch; false: one value per sample"),
+        Field::optional("channel_average", "bool", "true", "Mean over the channels; false: one value per channel"),
+        Field::optional("channel_weights", "table { channel = weight }", "none", "Weight of each channel's score; unlisted channels weigh 1"),
+        Field::optional("epsilon", "float", "1e-6", "Added to the denominator against division by zero (>= 0)"),
+    ])
 }
 
 fe_plugin_api::export_plugin!();

@@ -8,7 +8,7 @@
 
 #![warn(missing_docs)]
 
-use fe_plugin_api::{inventory, Registration};
+use fe_plugin_api::{inventory, Field, Registration};
 
 mod accuracy;
 mod classes;
@@ -29,12 +29,47 @@ pub use scores::{
     ScoreConfig,
 };
 
+/// The configuration `Precision`, `Recall` and `F1Score` share ([`ScoreConfig`]).
+const SCORE_FIELDS: &[Field] = &[
+    Field::optional(
+        "average",
+        "\"auto\" | \"binary\" | \"none\" | \"macro\" | \"micro\" | \"weighted\"",
+        "\"auto\"",
+        "How classes combine (sklearn semantics)",
+    ),
+    Field::optional(
+        "num_classes",
+        "integer",
+        "C of [N, C] predictions, else 2",
+        "Number of classes; labels lie in 0..num_classes",
+    ),
+    Field::optional(
+        "pos_label",
+        "integer",
+        "1",
+        "The class reported by average = \"binary\"",
+    ),
+    Field::optional(
+        "threshold",
+        "float",
+        "0.5",
+        "One value per sample: class 1 when above this",
+    ),
+    Field::optional(
+        "zero_division",
+        "0 | 1 | nan",
+        "0",
+        "Value of an undefined ratio; nan leaves it out of averages",
+    ),
+];
+
 inventory::submit! {
     Registration::metric::<Accuracy>(
         "Accuracy",
         "Fraction of samples whose predicted class (argmax, or >0.5 for one output) equals the label",
     )
     .default_mode("eval,test")
+    .fields(&[])
 }
 
 inventory::submit! {
@@ -43,6 +78,7 @@ inventory::submit! {
         "Precision tp/(tp+fp): binary, per class, or macro/micro/weighted average (sklearn semantics)",
     )
     .default_mode("eval,test")
+    .fields(SCORE_FIELDS)
 }
 
 inventory::submit! {
@@ -51,6 +87,7 @@ inventory::submit! {
         "Recall tp/(tp+fn): binary, per class, or macro/micro/weighted average (sklearn semantics)",
     )
     .default_mode("eval,test")
+    .fields(SCORE_FIELDS)
 }
 
 inventory::submit! {
@@ -59,6 +96,7 @@ inventory::submit! {
         "F1 2tp/(2tp+fp+fn): binary, per class, or macro/micro/weighted average (sklearn semantics)",
     )
     .default_mode("eval,test")
+    .fields(SCORE_FIELDS)
 }
 
 inventory::submit! {
@@ -67,6 +105,11 @@ inventory::submit! {
         "Confusion matrix [num_classes, num_classes]: rows true classes, columns predictions",
     )
     .default_mode("eval,test")
+    .fields(&[
+        Field::optional("num_classes", "integer", "C of [N, C] predictions, else 2", "Number of classes; labels lie in 0..num_classes"),
+        Field::optional("threshold", "float", "0.5", "One value per sample: class 1 when above this"),
+        Field::optional("normalize", "true | \"pred\" | \"all\"", "none (counts)", "Fractions over true classes, predictions or everything"),
+    ])
 }
 
 inventory::submit! {
@@ -75,6 +118,10 @@ inventory::submit! {
         "Matthews correlation coefficient (multiclass R_K), in [-1, 1]",
     )
     .default_mode("eval,test")
+    .fields(&[
+        Field::optional("num_classes", "integer", "C of [N, C] predictions, else 2", "Number of classes; labels lie in 0..num_classes"),
+        Field::optional("threshold", "float", "0.5", "One value per sample: class 1 when above this"),
+    ])
 }
 
 inventory::submit! {
@@ -83,6 +130,11 @@ inventory::submit! {
         "Mean Dice score of [N, C, ...] masks: per channel over samples, then over channels",
     )
     .default_mode("eval,test")
+    .fields(&[
+        Field::optional("threshold", "float | \"none\"", "0.5", "Predictions above this are mask; \"none\" skips binarisation"),
+        Field::optional("mask_overlap", "bool", "true", "A pixel may belong to several channels; false: only the highest keeps its value"),
+        Field::optional("exclude_channels", "[integer]", "[]", "Channels left out of the mean (NaN per channel)"),
+    ])
 }
 
 fe_plugin_api::export_plugin!();

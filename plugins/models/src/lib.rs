@@ -4,7 +4,8 @@
 
 use fe_plugin_api::tch::{nn, nn::Module, Tensor};
 use fe_plugin_api::{
-    inventory, var_store_variables, CreateContext, Error, FromConfig, Model, Registration, Result,
+    inventory, var_store_variables, CreateContext, Error, Field, FromConfig, Model, Registration,
+    Result,
 };
 
 mod layers;
@@ -33,10 +34,21 @@ inventory::submit! {
         "LeNet",
         "FastEstimator's LeNet: 3 conv (32, 64, 64) + 2 dense layers, softmax output by default",
     )
+    .fields(&[
+        Field::optional("input_shape", "[integer; 3]", "[1, 28, 28]", "Channels, height, width of one input"),
+        Field::optional("classes", "integer", "10", "Number of classes"),
+        Field::optional("softmax", "bool", "true", "End with a softmax; false gives logits"),
+    ])
 }
 
 inventory::submit! {
     Registration::model::<Mlp>("MLP", "Multi-layer perceptron over flattened inputs")
+    .fields(&[
+        Field::required("inputs", "integer", "Number of input features (inputs are flattened from dimension 1)"),
+        Field::optional("hidden", "[integer]", "[64, 64]", "Width of each hidden layer"),
+        Field::optional("classes", "integer", "10", "Number of outputs"),
+        Field::optional("softmax", "bool", "false", "Apply a softmax to the output"),
+    ])
 }
 
 fe_plugin_api::export_plugin!();

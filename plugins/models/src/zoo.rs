@@ -3,7 +3,9 @@
 //! `state_dict`, so weights saved by fe-host load there with `strict=True`, and back.
 
 use fe_plugin_api::tch::Tensor;
-use fe_plugin_api::{inventory, CreateContext, Error, FromConfig, Model, Registration, Result};
+use fe_plugin_api::{
+    inventory, CreateContext, Error, Field, FromConfig, Model, Registration, Result,
+};
 
 use crate::lstm::{LstmClassifier, LstmConfig};
 use crate::resnet::{Depth, ResNet, ResNetConfig, LAYERS as RESNET_LAYERS};
@@ -13,41 +15,97 @@ use crate::unet::{UNet, UNetConfig};
 use crate::wideresnet::{WideResNet, WideResNetConfig};
 use crate::{single_input, var_store, variables};
 
+/// The configuration ResNet-18, -34 and -50 share (`ResNetConfig`).
+const RESNET_FIELDS: &[Field] = &[
+    Field::optional(
+        "in_channels",
+        "integer",
+        "3",
+        "Channels of the input; any height and width work",
+    ),
+    Field::optional("classes", "integer", "1000", "Number of outputs"),
+    Field::optional(
+        "width",
+        "integer",
+        "64",
+        "Channels of the stem and first stage; later stages double it",
+    ),
+];
+
 inventory::submit! {
     Registration::model::<ResNet9>(
         "ResNet9",
         "FastEstimator's ResNet9 for CIFAR-shaped images (softmax output by default)",
     )
+    .fields(&[
+        Field::optional("input_shape", "[integer; 3]", "[3, 32, 32]", "Channels, height, width of one input (height, width >= 16)"),
+        Field::optional("classes", "integer", "10", "Number of classes"),
+        Field::optional("width", "integer", "64", "Channels of the first convolution; the stages have 2x, 4x, 8x"),
+        Field::optional("softmax", "bool", "true", "End with a softmax; false gives logits"),
+    ])
 }
 inventory::submit! {
     Registration::model::<ResNet18>("ResNet18", "torchvision's ResNet-18 (logits)")
+    .fields(RESNET_FIELDS)
 }
 inventory::submit! {
     Registration::model::<ResNet34>("ResNet34", "torchvision's ResNet-34 (logits)")
+    .fields(RESNET_FIELDS)
 }
 inventory::submit! {
     Registration::model::<ResNet50>("ResNet50", "torchvision's ResNet-50 (logits)")
+    .fields(RESNET_FIELDS)
 }
 inventory::submit! {
     Registration::model::<WideResNet>(
         "WideResNet",
         "FastEstimator's Wide Residual Network WRN-depth-k (logits)",
     )
+    .fields(&[
+        Field::optional("depth", "integer", "28", "Depth; (depth - 4) must be a multiple of 6"),
+        Field::optional("widen_factor", "integer", "10", "The width multiplier k"),
+        Field::optional("classes", "integer", "10", "Number of outputs (logits)"),
+        Field::optional("dropout", "float", "0.0", "Dropout between a block's two convolutions, in training"),
+        Field::optional("in_channels", "integer", "3", "Channels of the input"),
+    ])
 }
 inventory::submit! {
     Registration::model::<UNet>("UNet", "FastEstimator's UNet for segmentation (sigmoid masks)")
+    .fields(&[
+        Field::optional("input_shape", "[integer; 3]", "[1, 128, 128]", "Channels, height, width of one input; height and width multiples of 16"),
+        Field::optional("output_channel", "integer", "1", "Channels of the output mask (sigmoid per channel)"),
+        Field::optional("width", "integer", "64", "Channels of the first encoder; each level doubles it"),
+    ])
 }
 inventory::submit! {
     Registration::model::<Transformer>(
         "TransformerClassifier",
         "Transformer encoder classifier for token sequences (logits)",
     )
+    .fields(&[
+        Field::optional("vocab", "integer", "64", "Number of distinct token ids (ids in 0..vocab)"),
+        Field::optional("classes", "integer", "4", "Number of outputs (logits)"),
+        Field::optional("d_model", "integer", "64", "Width of the embeddings and of every layer"),
+        Field::optional("heads", "integer", "4", "Attention heads; must divide d_model"),
+        Field::optional("layers", "integer", "2", "Encoder layers"),
+        Field::optional("ff", "integer", "128", "Width of each layer's feed-forward block"),
+        Field::optional("max_len", "integer", "64", "Longest sequence (learned position embeddings)"),
+        Field::optional("dropout", "float", "0.1", "Dropout in training"),
+    ])
 }
 inventory::submit! {
     Registration::model::<LstmClassifier>(
         "LSTMClassifier",
         "LSTM classifier for token sequences (logits)",
     )
+    .fields(&[
+        Field::optional("vocab", "integer", "64", "Number of distinct token ids (ids in 0..vocab)"),
+        Field::optional("classes", "integer", "4", "Number of outputs (logits)"),
+        Field::optional("embed", "integer", "32", "Width of the token embeddings"),
+        Field::optional("hidden", "integer", "64", "Width of the LSTM state"),
+        Field::optional("layers", "integer", "1", "Stacked LSTM layers"),
+        Field::optional("dropout", "float", "0.0", "Dropout between stacked layers, in training"),
+    ])
 }
 
 /// Implements `FromConfig` and `Model` for an architecture whose `run(x, train)` gives its

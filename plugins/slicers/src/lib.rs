@@ -14,7 +14,7 @@
 //! its own configuration and returns errors (never panics) for tensors it cannot handle.
 #![deny(missing_docs)]
 
-use fe_plugin_api::{inventory, Error, Registration, Result};
+use fe_plugin_api::{inventory, Error, Field, Registration, Result};
 
 mod axis;
 mod mean;
@@ -29,6 +29,11 @@ inventory::submit! {
         "AxisSlicer",
         "Cuts batches along one axis (per index, or into minibatches) and concatenates them back",
     )
+    .fields(&[
+        Field::required("axis", "integer", "The axis to cut along; negative counts from the end"),
+        Field::optional("minibatch_size", "integer", "none", "Cut into minibatches of this many entries, keeping the axis"),
+        Field::optional("num_slices", "integer", "none", "Cut into exactly this many minibatches, keeping the axis"),
+    ])
 }
 
 inventory::submit! {
@@ -36,6 +41,7 @@ inventory::submit! {
         "MeanUnslicer",
         "Slices nothing; joins per-minibatch values (e.g. losses) by averaging them",
     )
+    .fields(&[])
 }
 
 inventory::submit! {
@@ -43,6 +49,15 @@ inventory::submit! {
         "SlidingSlicer",
         "Cuts batches into sliding windows and joins them back by summing or averaging overlaps",
     )
+    .fields(&[
+        Field::required("window_size", "[integer]", "The window's size on every axis; -1 copies the input's length"),
+        Field::optional("strides", "integer | [integer]", "window_size", "How far the window moves on each axis (0: not slid)"),
+        Field::optional("pad_mode", "\"drop\" | \"partial\" | \"constant\" | \"nopad\" | \"mirror\"", "\"drop\"", "Where the windows do not tile an axis"),
+        Field::optional("pad_val", "float", "0.0", "What constant mode pads with, and uncovered positions get"),
+        Field::optional("unslice_mode", "\"avg\" | \"sum\"", "\"avg\"", "How unslicing combines overlapping windows"),
+        Field::optional("unslice_shape", "[integer]", "the last sliced input's", "The shape unsliced values take"),
+        Field::optional("squeeze_window", "bool", "false", "Remove axes of window size 1 from minibatches"),
+    ])
 }
 
 fe_plugin_api::export_plugin!();

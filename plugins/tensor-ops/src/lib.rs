@@ -6,7 +6,7 @@
 //! Every op runs in every mode unless the manifest says otherwise. See the crate's README for
 //! the manifest syntax of each.
 
-use fe_plugin_api::{inventory, Registration};
+use fe_plugin_api::{inventory, Field, Registration};
 
 mod argmax;
 mod average;
@@ -27,6 +27,7 @@ inventory::submit! {
         "Average",
         "Element-wise mean of its input tensors",
     )
+    .fields(&[])
 }
 
 inventory::submit! {
@@ -34,6 +35,9 @@ inventory::submit! {
         "Reshape",
         "Reshapes the whole batch tensor to `shape` (batch dimension included, -1 inferred)",
     )
+    .fields(&[
+        Field::required("shape", "[integer]", "The whole output's shape, batch dimension included; one entry may be -1"),
+    ])
 }
 
 inventory::submit! {
@@ -41,6 +45,9 @@ inventory::submit! {
         "Permute",
         "Reorders the dimensions of the batch tensor (batch dimension included; default NHWC to NCHW)",
     )
+    .fields(&[
+        Field::optional("permutation", "[integer]", "[0, 3, 1, 2]", "Output dimension i is input dimension permutation[i]"),
+    ])
 }
 
 inventory::submit! {
@@ -48,6 +55,9 @@ inventory::submit! {
         "Argmax",
         "Index of the maximum along `axis` (batch dimension included; default 0), per input",
     )
+    .fields(&[
+        Field::optional("axis", "integer", "0", "The dimension, batch included; use 1 or -1 for classes of [B, C]"),
+    ])
 }
 
 inventory::submit! {
@@ -55,6 +65,11 @@ inventory::submit! {
         "Normalize",
         "(x - mean * max_pixel_value) / (std * max_pixel_value), per channel (dimension -3), per input",
     )
+    .fields(&[
+        Field::optional("mean", "float | [float]", "[0.485, 0.456, 0.406]", "Mean in units of max_pixel_value, one or per channel"),
+        Field::optional("std", "float | [float]", "[0.229, 0.224, 0.225]", "Standard deviation in units of max_pixel_value"),
+        Field::optional("max_pixel_value", "float", "255.0", "What mean and std are multiplied by (> 0)"),
+    ])
 }
 
 inventory::submit! {
@@ -62,6 +77,9 @@ inventory::submit! {
         "Constant",
         "A tensor shaped like its input, filled with `constant`",
     )
+    .fields(&[
+        Field::optional("constant", "float", "0.0", "The value every element takes"),
+    ])
 }
 
 fe_plugin_api::export_plugin!();
