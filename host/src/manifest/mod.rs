@@ -18,6 +18,7 @@ pub use component::{ComponentSpec, Problem};
 pub use location::KeyPath;
 pub use overrides::Override;
 use schema::RawManifest;
+pub use schema::Resume;
 
 use crate::error::{Error, Result};
 use crate::schedule::{signature_epochs, Schedule, Scheduled};
@@ -106,6 +107,8 @@ pub struct RunConfig {
     pub eval_loss: schema::EvalLoss,
     /// How long a data-parallel rank waits for the others.
     pub process_group_timeout: std::time::Duration,
+    /// Whether the run continues from its newest checkpoint by itself.
+    pub resume: schema::Resume,
 }
 
 /// `[plugins]`, with paths resolved against the manifest's directory.
