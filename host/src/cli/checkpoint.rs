@@ -193,7 +193,10 @@ pub fn newest_valid(root: &Path) -> Result<Option<PathBuf>> {
         match store::read(&dir) {
             Ok(_) => return Ok(Some(dir)),
             Err(error) => {
-                eprintln!("warning: skipping a damaged checkpoint: {error}");
+                eprintln!(
+                    "warning: skipping a damaged checkpoint: {error}{}",
+                    set_aside(&dir)
+                );
                 damaged.push(dir);
             }
         }
@@ -205,6 +208,24 @@ pub fn newest_valid(root: &Path) -> Result<Option<PathBuf>> {
             damaged.len()
         ),
     })
+}
+
+/// Moves damaged checkpoint `dir` out of the way (to a hidden `.damaged-<name>` next to it), so
+/// the resumed run can write its own checkpoint of that step; kept, not deleted, for whoever
+/// wants to look. Only one process does it: rank 0 of a data-parallel run, or a lone run.
+fn set_aside(dir: &Path) -> String {
+    let rank_zero = std::env::var("RANK").map_or(true, |rank| rank.trim() == "0");
+    let (Some(root), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return String::new();
+    };
+    if !rank_zero {
+        return String::new();
+    }
+    let aside = root.join(format!(".damaged-{}", name.to_string_lossy()));
+    match std::fs::rename(dir, &aside) {
+        Ok(()) => format!(" (moved to {})", aside.display()),
+        Err(e) => format!(" (could not move it aside: {e})"),
+    }
 }
 
 /// What `--smoke` changes in the manifest: one epoch of a few steps, a short evaluation, and
