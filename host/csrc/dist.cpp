@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -181,6 +182,46 @@ char *fe_dist_barrier(void *handle, bool monitored) {
             group.gloo->monitoredBarrier(options, false);
         } else {
             wait(group, group.gloo->barrier(options));
+        }
+    })
+}
+
+// A roll call after a failed collective, so the error can name the rank that is gone: this
+// rank writes `fe_census/<rank>` to the store, then waits up to `wait_ms` for every other
+// rank's key. Every live rank's collective fails when a peer dies, so every live rank answers;
+// the ranks missing at the deadline (comma-separated in `*missing`, malloc'd) are the lost ones.
+// Throws (an error comes back) when the store itself is unreachable: its host is lost.
+char *fe_dist_census(void *handle, int64_t wait_ms, char **missing) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        auto rank = group.gloo->getRank();
+        auto world = group.gloo->getSize();
+        auto key = [](int r) { return "fe_census/" + std::to_string(r); };
+        group.store->set(key(rank), std::vector<uint8_t>{1});
+        std::vector<bool> seen(world, false);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+        while (true) {
+            bool all = true;
+            for (int r = 0; r < world; ++r) {
+                if (!seen[r]) {
+                    seen[r] = group.store->check({key(r)});
+                    all = all && seen[r];
+                }
+            }
+            if (all || std::chrono::steady_clock::now() >= deadline) {
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        std::string list;
+        for (int r = 0; r < world; ++r) {
+            if (!seen[r]) {
+                list += (list.empty() ? "" : ",") + std::to_string(r);
+            }
+        }
+        *missing = static_cast<char *>(std::malloc(list.size() + 1));
+        if (*missing != nullptr) {
+            std::memcpy(*missing, list.c_str(), list.size() + 1);
         }
     })
 }

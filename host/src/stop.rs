@@ -41,6 +41,27 @@ impl Signal {
         }
     }
 
+    /// A number for the ranks' max all-reduce: 0 for none; SIGTERM outranks SIGINT, so that a
+    /// preemption is what every rank reports when both arrived.
+    pub fn code(signal: Option<Self>) -> f64 {
+        match signal {
+            None => 0.0,
+            Some(Signal::Interrupt) => 1.0,
+            Some(Signal::Terminate) => 2.0,
+        }
+    }
+
+    /// The inverse of [`Signal::code`].
+    pub fn from_code(code: f64) -> Option<Self> {
+        if code >= 2.0 {
+            Some(Signal::Terminate)
+        } else if code >= 1.0 {
+            Some(Signal::Interrupt)
+        } else {
+            None
+        }
+    }
+
     fn from_number(number: u32) -> Option<Self> {
         match number as libc::c_int {
             libc::SIGINT => Some(Signal::Interrupt),
@@ -93,6 +114,9 @@ pub fn received() -> Option<Signal> {
 pub struct StopRequest {
     /// Set once the run decided to stop; later checks then cost nothing.
     pub decided: Option<Signal>,
+    /// A rank of a data-parallel run: its own flag is only a proposal, and `decided` is set
+    /// by the ranks' agreement ([`StopRequest::decide`]), never by this process alone.
+    pub shared: bool,
 }
 
 impl StopRequest {
@@ -100,10 +124,22 @@ impl StopRequest {
     /// enough for every step. In a data-parallel run this is where the ranks' flags are
     /// combined (a max all-reduce), so that all of them stop after the same step.
     pub fn agreed(&mut self) -> Option<Signal> {
-        if self.decided.is_none() {
+        if self.decided.is_none() && !self.shared {
             self.decided = received();
         }
         self.decided
+    }
+
+    /// What this process proposes to the others: the signal it received, if any.
+    pub fn local(&self) -> Option<Signal> {
+        self.decided.or_else(received)
+    }
+
+    /// Records what the ranks agreed (the max of their proposals).
+    pub fn decide(&mut self, agreed: Option<Signal>) {
+        if self.decided.is_none() {
+            self.decided = agreed;
+        }
     }
 }
 
@@ -123,5 +159,9 @@ mod tests {
         );
         assert_eq!(Signal::from_number(0), None);
         assert_eq!(StopRequest::default().agreed(), None);
+        for signal in [None, Some(Signal::Interrupt), Some(Signal::Terminate)] {
+            assert_eq!(Signal::from_code(Signal::code(signal)), signal);
+        }
+        assert!(Signal::code(Some(Signal::Terminate)) > Signal::code(Some(Signal::Interrupt)));
     }
 }

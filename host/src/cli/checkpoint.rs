@@ -124,39 +124,40 @@ pub fn resume_request<'a>(
 /// `--resume auto` / `run.resume = "auto"`: continue when there is a checkpoint, else start.
 pub const AUTO: &str = "auto";
 
-/// Restores `estimator` from `--resume` (`latest` means the manifest's checkpoint root;
-/// `auto` the newest checkpoint there that verifies, if any) and says where it continues
-/// (unless `quiet`). Returns whether it restored anything: `auto` with no checkpoint starts
-/// fresh.
+/// Where `--resume REQUEST` continues from: `latest` means the manifest's checkpoint root,
+/// `auto` the newest checkpoint there that verifies — or nothing, a fresh start, when the
+/// root holds no checkpoint (said unless `quiet`) — anything else is a path.
+pub fn resume_source(manifest: &Manifest, request: &str, quiet: bool) -> Result<Option<PathBuf>> {
+    match request {
+        "latest" => Ok(Some(root(manifest))),
+        AUTO => {
+            let found = newest_valid(&root(manifest))?;
+            if found.is_none() && !quiet {
+                println!(
+                    "fe-host resume: no checkpoint in {}; starting fresh;",
+                    root(manifest).display()
+                );
+            }
+            Ok(found)
+        }
+        path => Ok(Some(PathBuf::from(path))),
+    }
+}
+
+/// Restores `estimator` from the checkpoint (or checkpoint root) `path` and says where it
+/// continues (unless `quiet`).
 pub fn resume(
     estimator: &mut Estimator,
-    manifest: &Manifest,
-    request: &str,
+    path: &Path,
     options: ResumeOptions,
     quiet: bool,
-) -> Result<bool> {
-    let path = match request {
-        "latest" => root(manifest),
-        AUTO => match newest_valid(&root(manifest))? {
-            Some(dir) => dir,
-            None => {
-                if !quiet {
-                    println!(
-                        "fe-host resume: no checkpoint in {}; starting fresh;",
-                        root(manifest).display()
-                    );
-                }
-                return Ok(false);
-            }
-        },
-        path => PathBuf::from(path),
-    };
-    let dir = estimator.resume(&path, options)?;
+) -> Result<()> {
+    let dir = estimator.resume(path, options)?;
     let info = read_info(&dir)?;
     if !quiet {
         println!("fe-host resume: {}: {};", dir.display(), describe(&info));
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The newest checkpoint in `root` whose files all verify, `None` when it holds none at all.

@@ -201,6 +201,10 @@ pub struct RenderArgs {
     /// auto, cpu, cuda or cuda:N (overrides the manifest's `run.device`).
     #[arg(long)]
     pub device: Option<String>,
+    /// Plan a data-parallel run of this many ranks (each rank's share of every batch); under
+    /// torchrun, its WORLD_SIZE is used.
+    #[arg(long)]
+    pub nproc: Option<usize>,
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
@@ -551,7 +555,18 @@ fn render(args: RenderArgs) -> Result<()> {
         out: Box::new(std::io::sink()),
         progress: false,
     };
-    let estimator = Estimator::build(&manifest, &registry, device, options)?;
+    let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
+    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let from_env = crate::dist::membership(&vars)
+        .map_err(Error::Usage)?
+        .map(|m| m.world);
+    let world = args.nproc.or(from_env).unwrap_or(1);
+    if world == 0 {
+        return Err(Error::Usage("--nproc must be at least 1".into()));
+    }
+    if world > 1 {
+        estimator.pipeline.shard(0, world, &manifest)?;
+    }
     let text = crate::render::render(&manifest, &estimator);
     let _ = std::io::stdout().write_all(text.as_bytes());
     Ok(())
@@ -559,7 +574,10 @@ fn render(args: RenderArgs) -> Result<()> {
 
 fn run_manifest(args: RunArgs) -> Result<()> {
     let mut manifest = load_manifest(&args.manifest, &args.overrides, args.epochs)?;
-    refuse_data_parallel()?;
+    let membership = data_parallel_membership(args.smoke)?;
+    // Ranks other than 0 train in step with rank 0 and say nothing: rank 0 speaks for the run.
+    let speaks = membership.as_ref().is_none_or(|m| m.rank == 0);
+    let quiet = args.quiet || !speaks;
     let smoke_dir = args
         .smoke
         .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
@@ -578,27 +596,30 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_registry(&search, &manifest.plugins.sha256)?;
     let options = RunOptions {
-        quiet: args.quiet,
+        quiet,
         out: Box::new(std::io::stdout()),
         progress: std::io::stdout().is_terminal(),
     };
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
-    let resume_options = crate::estimator::checkpointing::ResumeOptions {
-        allow_changes: args.allow_changes,
-        epochs: args.epochs,
-    };
-    let resumed = match checkpoint::resume_request(args.resume.as_deref(), &manifest, args.smoke) {
-        Some(request) => checkpoint::resume(
-            &mut estimator,
-            &manifest,
-            request,
-            resume_options,
-            args.quiet,
-        )?,
-        None => false,
-    };
-    if let (false, Some(path)) = (resumed, &args.load_weights) {
+    // Decided before the weights are touched: with `auto`, --load-weights is for a fresh start.
+    let resume_from =
+        match checkpoint::resume_request(args.resume.as_deref(), &manifest, args.smoke) {
+            Some(request) => checkpoint::resume_source(&manifest, request, quiet)?,
+            None => None,
+        };
+    if let (None, Some(path)) = (&resume_from, &args.load_weights) {
         crate::system::weights::load(&mut estimator.network, path)?;
+    }
+    if let Some(membership) = &membership {
+        let group = join_group(membership, &manifest)?;
+        estimator.join(group, &manifest)?;
+    }
+    if let Some(path) = &resume_from {
+        let options = crate::estimator::checkpointing::ResumeOptions {
+            allow_changes: args.allow_changes,
+            epochs: args.epochs,
+        };
+        checkpoint::resume(&mut estimator, path, options, quiet)?;
     }
     if let Some(dir) = &smoke_dir {
         estimator.test = false;
@@ -626,6 +647,10 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         if checkpoint.parent() != Some(root.as_path()) {
             resume.push_str(&format!(" {}", checkpoint.display()));
         }
+    }
+    if !speaks {
+        // Saved weights, exports and summaries are rank 0's to write.
+        return outcome;
     }
     if let (Ok(()), Some(dir)) = (&outcome, &args.save_weights) {
         outcome = crate::system::weights::save(&estimator.network, dir).map(|_| ());
@@ -677,10 +702,33 @@ fn print_saved(estimator: &Estimator, manifest: &std::path::Path) {
     );
 }
 
-/// `fe-host run` trains as one process; see [`crate::dist::env::refuse_several_ranks`].
-fn refuse_data_parallel() -> Result<()> {
+/// This process's place in a data-parallel run, from torchrun's variables (`None`: it trains
+/// alone, also as the only rank of one).
+fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist::Membership>> {
     let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
-    crate::dist::env::refuse_several_ranks(&vars).map_err(Error::Usage)
+    let membership = crate::dist::membership(&vars).map_err(Error::Usage)?;
+    let Some(membership) = membership.filter(|m| m.world > 1) else {
+        return Ok(None);
+    };
+    if smoke {
+        return Err(Error::Usage(format!(
+            "--smoke checks a manifest in one process, but this is rank {} of {} (RANK/WORLD_SIZE are set); run the smoke test without torchrun",
+            membership.rank, membership.world
+        )));
+    }
+    Ok(Some(membership))
+}
+
+/// Joins the process group of `membership`, waiting at most `run.process_group_timeout` for
+/// the other ranks (the same timeout bounds every collective of the run).
+fn join_group(
+    membership: &crate::dist::Membership,
+    manifest: &Manifest,
+) -> Result<crate::dist::SharedGroup> {
+    let group = crate::dist::ProcessGroup::join(membership, manifest.run.process_group_timeout)
+        .map_err(Error::Run)?;
+    crate::dist::role::set(membership.rank, membership.world);
+    Ok(crate::dist::SharedGroup::new(group))
 }
 
 fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {

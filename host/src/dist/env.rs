@@ -119,20 +119,6 @@ pub fn membership(vars: &HashMap<String, String>) -> Result<Option<Membership>, 
     }))
 }
 
-/// Refuses an environment that makes this process one rank of several (torchrun's variables):
-/// it would train alone and write the same outputs as its siblings. The training loop does not
-/// join the process group yet, so until it does this is the honest answer.
-pub fn refuse_several_ranks(vars: &HashMap<String, String>) -> Result<(), String> {
-    match membership(vars)? {
-        Some(m) if m.world > 1 => Err(format!(
-            "started as rank {} of {} (RANK/WORLD_SIZE are set, as torchrun does), but `fe-host run` \
-             does not train data-parallel yet; run it as one process (WORLD_SIZE=1 or unset)",
-            m.rank, m.world
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// Whether every rank can reach the store over loopback, so gloo binds there too.
 fn is_loopback(addr: &str) -> bool {
     addr == "localhost" || addr.starts_with("127.") || addr == "::1"
@@ -226,17 +212,6 @@ mod tests {
         assert!(membership(&env)
             .unwrap_err()
             .contains("MASTER_PORT=\"70000\""));
-    }
-
-    #[test]
-    fn several_ranks_are_refused_one_is_not() {
-        let error = refuse_several_ranks(&vars(&TORCHRUN)).unwrap_err();
-        assert!(error.starts_with("started as rank 1 of 2"), "{error}");
-        let mut env = vars(&TORCHRUN);
-        env.insert("RANK".into(), "0".into());
-        env.insert("WORLD_SIZE".into(), "1".into());
-        assert_eq!(refuse_several_ranks(&env), Ok(()));
-        assert_eq!(refuse_several_ranks(&HashMap::new()), Ok(()));
     }
 
     #[test]

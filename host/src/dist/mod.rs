@@ -4,6 +4,8 @@
 //! peer, a timeout) comes back as an error naming this rank and the collective.
 
 pub mod env;
+pub mod role;
+pub mod sync;
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::time::Duration;
@@ -12,6 +14,7 @@ use tch::Tensor;
 use torch_sys::C_tensor;
 
 pub use env::{membership, GlooDevice, Membership};
+pub use sync::SharedGroup;
 
 extern "C" {
     fn fe_dist_join(
@@ -45,7 +48,12 @@ extern "C" {
         out: *mut *mut C_tensor,
     ) -> *mut c_char;
     fn fe_dist_barrier(group: *mut c_void, monitored: bool) -> *mut c_char;
+    fn fe_dist_census(group: *mut c_void, wait_ms: i64, missing: *mut *mut c_char) -> *mut c_char;
 }
+
+/// How long a rank whose collective failed waits for the others to answer the roll call that
+/// tells which rank is lost: live ranks see the same failure within moments of each other.
+const CENSUS_WAIT: Duration = Duration::from_secs(5);
 
 /// How an all-reduce combines the ranks' values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,11 +133,42 @@ impl ProcessGroup {
     fn context(&self, what: &str) -> impl Fn(String) -> String + '_ {
         let what = what.to_owned();
         move |message| {
+            let lost = match self.census() {
+                Ok(lost) if lost.is_empty() => String::new(),
+                Ok(lost) => format!(
+                    "{} lost (no answer within {} s of the failure); ",
+                    describe_ranks(&lost),
+                    CENSUS_WAIT.as_secs()
+                ),
+                Err(_) if self.rank != 0 => {
+                    "rank 0, which hosts the rendezvous store, is likely lost (the store does not answer); "
+                        .to_owned()
+                }
+                Err(_) => String::new(),
+            };
             format!(
-                "rank {} of {}: {what} failed: {message}",
+                "rank {} of {}: {what} failed: {lost}{message}",
                 self.rank, self.world
             )
         }
+    }
+
+    /// The ranks that do not answer a roll call on the store (see csrc/dist.cpp).
+    fn census(&self) -> Result<Vec<usize>, String> {
+        let mut missing: *mut c_char = std::ptr::null_mut();
+        let wait_ms = CENSUS_WAIT.as_millis() as i64;
+        // SAFETY: the shim writes a malloc'd string to `missing` only on success.
+        crate::shim::check(unsafe { fe_dist_census(self.handle, wait_ms, &mut missing) })?;
+        if missing.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: NUL-terminated, malloc'd by the shim, freed exactly once here.
+        let list = unsafe { std::ffi::CStr::from_ptr(missing) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: as above.
+        unsafe { libc::free(missing.cast()) };
+        Ok(list.split(',').filter_map(|r| r.parse().ok()).collect())
     }
 
     /// Combines `tensors` across ranks in place (in flat buckets of one dtype).
@@ -198,6 +237,15 @@ impl Drop for ProcessGroup {
 
 fn pointers(tensors: &[Tensor]) -> Vec<*mut C_tensor> {
     tensors.iter().map(|t| t.as_ptr().cast_mut()).collect()
+}
+
+/// "rank 1 is" / "ranks 1, 3 are", for messages.
+fn describe_ranks(ranks: &[usize]) -> String {
+    let list: Vec<String> = ranks.iter().map(usize::to_string).collect();
+    match ranks {
+        [one] => format!("rank {one} is"),
+        _ => format!("ranks {} are", list.join(", ")),
+    }
 }
 
 /// A TCP port on loopback that was free a moment ago (the OS picks it), for a local rendezvous.

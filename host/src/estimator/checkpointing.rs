@@ -277,11 +277,12 @@ impl Estimator {
             "components.json".into(),
             json_bytes(&components, "components.json")?,
         ));
-        let mut rng = vec![(
-            "cpu".to_owned(),
-            crate::shim::generator_state(crate::shim::Generator::Cpu)
-                .map_err(|e| Error::Run(format!("cannot save the CPU random state: {e}")))?,
-        )];
+        let cpu = crate::shim::generator_state(crate::shim::Generator::Cpu)
+            .map_err(|e| Error::Run(format!("cannot save the CPU random state: {e}")))?;
+        let mut rng = match &self.network.group {
+            Some(group) => super::parallel::gather_generators(group, &cpu)?,
+            None => vec![("cpu".to_owned(), cpu)],
+        };
         if let tch::Device::Cuda(index) = self.network.device {
             let state = crate::shim::generator_state(crate::shim::Generator::Cuda(index))
                 .map_err(|e| Error::Run(format!("cannot save the CUDA random state: {e}")))?;
@@ -352,9 +353,15 @@ impl Estimator {
         let system: System = files.parse_json("system.json")?;
         self.restore_system(system);
         let rng = files.tensors("rng.safetensors")?;
+        let rank = crate::dist::role::rank();
+        if let Some(state) = super::parallel::this_ranks_generator(&rng, rank) {
+            crate::shim::set_generator_state(crate::shim::Generator::Cpu, state)
+                .map_err(|e| files.problem("rng.safetensors", format!("`rank{rank}/cpu`: {e}")))?;
+        }
         for (name, state) in &rng {
             let generator = match name.as_str() {
-                "cpu" => crate::shim::Generator::Cpu,
+                // Restored above, per rank.
+                "cpu" => continue,
                 _ => match (name.strip_prefix("cuda:"), self.network.device) {
                     // A checkpoint written on a GPU resumes on the CPU without its CUDA state.
                     (Some(_), tch::Device::Cpu) => continue,
@@ -548,8 +555,14 @@ impl Estimator {
                 .unwrap_or(0),
         };
         self.checkpointing.next_sequence = Some(sequence + 1);
+        // Every rank captures (the capture gathers the ranks' metric and random states, a
+        // collective); rank 0 alone writes.
         let files = self.capture(cursor, sequence)?;
         let step = self.system.global_step;
+        if !crate::dist::role::writes_outputs() {
+            self.checkpointing.last_written = Some(root.join(format!("ckpt-{step}")));
+            return Ok(());
+        }
         let mut name = format!("ckpt-{step}");
         let mut n = 1;
         while root.join(&name).exists() {

@@ -46,6 +46,7 @@ impl Estimator {
         if ds_ids.is_empty() {
             return Ok(Epoch::NoData);
         }
+        let shared = self.network.group.is_some();
         self.system.mode = Some(mode);
         if resume.is_none() {
             self.system.batch_idx = 0;
@@ -114,8 +115,11 @@ impl Estimator {
                     seed: crate::rng::mix(self.pipeline.seed, self.system.global_step),
                 };
                 data.clear();
+                // Data parallel: a stop one rank's trace asks for is only a proposal until
+                // the ranks agree on it after the step (see `agree_after_step`).
                 if self.batch_hooks(TraceHook::BatchBegin, &active, &batch, &mut data)?
                     == Flow::Stop
+                    && !shared
                 {
                     return Ok(Epoch::Stopped);
                 }
@@ -126,9 +130,16 @@ impl Estimator {
                 if let Err(error) = self.network.run_step(step_plan, &mut batch, &step) {
                     return Err(self.explain_failure(error, batch.size));
                 }
-                let flow = self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;
+                let mut flow = self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;
                 if !data.nothing_logged() {
                     self.log(&data);
+                }
+                if shared {
+                    flow = match mode {
+                        Mode::Train => self.agree_after_step()?,
+                        // Evaluation steps are not collectives: the ranks agree at its end.
+                        _ => Flow::Go,
+                    };
                 }
                 if flow == Flow::Stop {
                     return Ok(Epoch::Stopped);
@@ -169,6 +180,9 @@ impl Estimator {
             self.progress.finish();
         }
         self.system.ds_id.clear();
+        if shared && mode != Mode::Train && self.agree_to_stop()? == Flow::Stop {
+            return Ok(Epoch::Stopped);
+        }
         self.log_memory(mode);
         Ok(match self.hooks(TraceHook::EpochEnd)? {
             Flow::Go => Epoch::Done,
@@ -284,7 +298,46 @@ impl Estimator {
             self.log_epoch(&data);
         }
         self.print_notes(&notes);
+        if self.network.group.is_some() {
+            return self.agree_to_stop();
+        }
         Ok(self.flow())
+    }
+
+    /// Data parallel, after every training step: one max all-reduce over the ranks of what
+    /// each proposes — a trace's `stop_training` and a received signal — so that every rank
+    /// stops (or checkpoints and stops) after the same step.
+    fn agree_after_step(&mut self) -> Result<Flow> {
+        let Some(group) = &self.network.group else {
+            return Ok(self.flow());
+        };
+        let proposal = [
+            f64::from(u8::from(self.system.stop_training)),
+            crate::stop::Signal::code(self.stop.local()),
+        ];
+        let agreed = group.max(&proposal).map_err(Error::Run)?;
+        self.system.stop_training = agreed[0] > 0.0;
+        self.stop.decide(crate::stop::Signal::from_code(agreed[1]));
+        Ok(self.flow())
+    }
+
+    /// Data parallel: whether any rank's traces set `stop_training` (then all stop).
+    pub(super) fn agree_to_stop(&mut self) -> Result<Flow> {
+        if let Some(group) = &self.network.group {
+            self.system.stop_training = group.any(self.system.stop_training).map_err(Error::Run)?;
+        }
+        Ok(self.flow())
+    }
+
+    /// Whether a signal asked the run to stop — on any rank, in a data-parallel run (where
+    /// the ranks agree on it here, at an epoch's end).
+    pub(super) fn signal_agreed(&mut self) -> Result<Option<crate::stop::Signal>> {
+        if let Some(group) = &self.network.group {
+            let proposal = [crate::stop::Signal::code(self.stop.local())];
+            let agreed = group.max(&proposal).map_err(Error::Run)?;
+            self.stop.decide(crate::stop::Signal::from_code(agreed[0]));
+        }
+        Ok(self.stop.agreed())
     }
 
     fn flow(&self) -> Flow {

@@ -90,8 +90,24 @@ impl HostTrace for TrainEssential {
         if !is_log_step(step, cx.system.log_steps) {
             return Ok(());
         }
+        let mut values = Vec::with_capacity(self.losses.len());
         for (key, name) in &self.losses {
-            if let Some(value) = loss_value(batch, *key, name)? {
+            values.push(loss_value(batch, *key, name)?);
+        }
+        // Data parallel: the loss of the step is the mean over the ranks' batches (what one
+        // process computes over the global batch, when the loss is a mean over samples).
+        if let Some(group) = &cx.network.group {
+            let local: Vec<f64> = values.iter().map(|v| v.unwrap_or(f64::NAN)).collect();
+            let summed = group.sum(&local).map_err(Error::Run)?;
+            let world = group.world() as f64;
+            for (value, total) in values.iter_mut().zip(summed) {
+                if value.is_some() {
+                    *value = Some(total / world);
+                }
+            }
+        }
+        for ((_, name), value) in self.losses.iter().zip(values) {
+            if let Some(value) = value {
                 cx.data.write(name, Logged::Scalar(value), true);
             }
         }
@@ -220,6 +236,12 @@ impl HostTrace for EvalEssential {
             return Ok(());
         }
         let epoch = cx.system.epoch_idx;
+        // Data parallel: each rank saw its share of the evaluation data; the sums over all
+        // ranks give the mean over every sample, as one process computes it.
+        if let Some(group) = &cx.network.group {
+            self.sums = group.sum(&self.sums).map_err(Error::Run)?;
+            self.samples = group.sum(&self.samples).map_err(Error::Run)?;
+        }
         for (i, (_, name)) in self.losses.iter().enumerate() {
             if self.samples[i] == 0.0 {
                 continue;

@@ -115,6 +115,18 @@ impl BestModelSaver {
     }
 }
 
+impl BestModelSaver {
+    fn write_progress(&self, cx: &mut Cx<'_>) -> Result<()> {
+        let outputs = self.output_names();
+        cx.data
+            .write(&outputs[0], Logged::Scalar(self.since_best as f64), true);
+        if let Some(best) = self.best {
+            cx.data.write(&outputs[1], Logged::Scalar(best), true);
+        }
+        Ok(())
+    }
+}
+
 impl HostTrace for BestModelSaver {
     fn input_names(&self) -> Vec<String> {
         vec![self.metric.clone()]
@@ -128,6 +140,9 @@ impl HostTrace for BestModelSaver {
     }
 
     fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
+        if !crate::dist::role::writes_outputs() {
+            return Ok(());
+        }
         match self.path.parent() {
             Some(dir) => remove_save_leftovers(dir).map(|_| ()),
             None => Ok(()),
@@ -141,6 +156,11 @@ impl HostTrace for BestModelSaver {
         if self.better.improves(value, self.best, 0.0) {
             self.best = Some(value);
             self.since_best = 0;
+            // Every rank tracks the best value (its outputs are logged and read by other
+            // traces); rank 0 alone writes the file.
+            if !crate::dist::role::writes_outputs() {
+                return self.write_progress(cx);
+            }
             save_model(&cx.network.models[self.model], &self.path)?;
             cx.notes.push(format!(
                 "BestModelSaver: saved model to {}",
@@ -149,17 +169,11 @@ impl HostTrace for BestModelSaver {
         } else {
             self.since_best += 1;
         }
-        let outputs = self.output_names();
-        cx.data
-            .write(&outputs[0], Logged::Scalar(self.since_best as f64), true);
-        if let Some(best) = self.best {
-            cx.data.write(&outputs[1], Logged::Scalar(best), true);
-        }
-        Ok(())
+        self.write_progress(cx)
     }
 
     fn on_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
-        if !self.load_best_final || self.best.is_none() {
+        if !self.load_best_final || self.best.is_none() || !crate::dist::role::writes_outputs() {
             return Ok(());
         }
         let values =
@@ -234,6 +248,10 @@ impl ModelSaver {
 }
 
 impl HostTrace for ModelSaver {
+    fn writes_files_only(&self) -> bool {
+        true
+    }
+
     fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
         remove_save_leftovers(&self.dir).map(|_| ())
     }
@@ -398,6 +416,10 @@ impl EpochLogger {
 }
 
 impl HostTrace for EpochLogger {
+    fn writes_files_only(&self) -> bool {
+        true
+    }
+
     fn inputs(&self) -> Vec<KeyId> {
         match &self.instances {
             Some((id, keys)) => std::iter::once(*id)
@@ -507,6 +529,10 @@ impl TensorBoard {
 }
 
 impl HostTrace for TensorBoard {
+    fn writes_files_only(&self) -> bool {
+        true
+    }
+
     fn reads_everything(&self) -> bool {
         true
     }

@@ -12,6 +12,7 @@ pub mod io_traces;
 pub mod lr_traces;
 mod metric_state;
 pub mod order;
+mod parallel;
 mod progress;
 mod report;
 pub mod traces;
@@ -256,8 +257,11 @@ impl Estimator {
         let start = Instant::now();
         self.check_outputs()?;
         if let Some(config) = &self.checkpointing.config {
-            crate::checkpoint::check_owner(&config.dir, &self.checkpointing.run_id)?;
-            crate::checkpoint::store::remove_leftovers(&config.dir)?;
+            // Rank 0 alone writes checkpoints; the others never touch the folder.
+            if crate::dist::role::writes_outputs() {
+                crate::checkpoint::check_owner(&config.dir, &self.checkpointing.run_id)?;
+                crate::checkpoint::store::remove_leftovers(&config.dir)?;
+            }
         }
         if self.warmup {
             self.run_warmup()?;
@@ -296,11 +300,12 @@ impl Estimator {
                 // Stopped inside training (a NaN loss, say): nothing of this epoch is kept.
                 break;
             }
+            self.network.sync_buffers()?;
             let eval = self.run_epoch(Mode::Eval, None)?;
             stopped = eval == Epoch::Stopped;
             // A stop asked for during evaluation takes effect once it is done: a checkpoint
             // can only be taken between training steps or at an epoch's end.
-            let interrupted = self.stop.agreed().is_some() && epoch < total && !stopped;
+            let interrupted = self.signal_agreed()?.is_some() && epoch < total && !stopped;
             let due = self
                 .checkpointing
                 .config
@@ -314,6 +319,7 @@ impl Estimator {
             }
         }
         if self.test && self.pipeline.has_mode(Mode::Test, total) {
+            self.network.sync_buffers()?;
             self.system.reset_for_test();
             self.run_epoch(Mode::Test, None)?;
         }
@@ -353,6 +359,9 @@ impl Estimator {
         let Some(dir) = &self.log_dir else {
             return Ok(());
         };
+        if !crate::dist::role::writes_outputs() {
+            return Ok(());
+        }
         let run = crate::report::RunHistory {
             name: self.name.clone(),
             history: self.system.summary.history.clone(),

@@ -92,6 +92,11 @@ pub trait HostTrace {
     fn flush(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Whether all it does is write files (loggers, savers): such a trace runs on rank 0
+    /// only in a data-parallel run, where the other ranks would write the same files.
+    fn writes_files_only(&self) -> bool {
+        false
+    }
     /// The model files it saved and keeps (the savers), for the run's closing lines.
     fn saved_models(&self) -> Vec<std::path::PathBuf> {
         Vec::new()
@@ -118,6 +123,8 @@ pub struct PluginTrace {
     input_names: Vec<RString>,
     input_ids: Vec<KeyId>,
     outputs: Vec<String>,
+    /// In a data-parallel run: the group a metric gathers its ranks' partial states over.
+    group: Option<crate::dist::SharedGroup>,
 }
 
 /// What a trace is.
@@ -140,6 +147,8 @@ pub struct TraceSlot {
     pub epochs: InForce,
     /// The trace.
     pub kind: TraceKind,
+    /// Skipped on this rank (a writer, on a rank other than 0 of a data-parallel run).
+    pub idle: bool,
 }
 
 impl TraceSlot {
@@ -151,6 +160,16 @@ impl TraceSlot {
             ds_ids: DsFilter::Any,
             epochs: InForce::always(),
             kind: TraceKind::Host(trace),
+            idle: false,
+        }
+    }
+
+    /// Takes part in a data-parallel run as rank `group.rank()`: writers fall idle on every
+    /// rank but 0; metrics gather their partial states over the group.
+    pub fn join(&mut self, group: &crate::dist::SharedGroup) {
+        match &mut self.kind {
+            TraceKind::Host(trace) => self.idle = trace.writes_files_only() && group.rank() != 0,
+            TraceKind::Plugin(trace) => trace.group = Some(group.clone()),
         }
     }
 
@@ -210,6 +229,9 @@ impl TraceSlot {
 
     /// Runs `hook`. `batch` is given for the batch hooks.
     pub fn run(&mut self, hook: TraceHook, cx: &mut Cx<'_>, batch: Option<&Batch>) -> Result<()> {
+        if self.idle {
+            return Ok(());
+        }
         match &mut self.kind {
             TraceKind::Host(trace) => match (hook, batch) {
                 (TraceHook::Begin, _) => trace.on_begin(cx),
@@ -254,6 +276,9 @@ impl TraceSlot {
 
     /// The model files a host trace saved and keeps.
     pub fn saved_models(&self) -> Vec<std::path::PathBuf> {
+        if self.idle {
+            return Vec::new();
+        }
         match &self.kind {
             TraceKind::Host(trace) => trace.saved_models(),
             TraceKind::Plugin(_) => Vec::new(),
@@ -262,6 +287,9 @@ impl TraceSlot {
 
     /// Flushes what a host trace wrote (plugin traces flush in their own hooks).
     pub fn flush(&mut self) -> Result<()> {
+        if self.idle {
+            return Ok(());
+        }
         match &mut self.kind {
             TraceKind::Host(trace) => trace.flush(),
             TraceKind::Plugin(_) => Ok(()),
@@ -357,8 +385,11 @@ impl PluginTrace {
         Ok(())
     }
 
-    /// Reduces this worker's partial state (the only worker, for now), with any partial state
-    /// a mid-epoch checkpoint carried over, into the metric's values: one per output key.
+    /// Reduces every rank's partial state (this process's alone outside data parallelism), with
+    /// any partial state a mid-epoch checkpoint carried over, into the metric's values: one per
+    /// output key. Every rank reduces the same partials, so every rank logs the same values
+    /// and traces that read them (EarlyStopping) decide alike. What a checkpoint carried is
+    /// the same on every rank (they all loaded it): it counts once.
     fn write_metric(&mut self, cx: &mut Cx<'_>, step: &StepContext<'_>) -> Result<()> {
         let partial = self
             .handle
@@ -366,7 +397,19 @@ impl PluginTrace {
             .map_err(|error| step_error(error, step))?;
         let mut partials: Vec<ComponentState> =
             self.carried.drain(..).map(State::into_ffi).collect();
-        partials.extend(partial);
+        match &self.group {
+            Some(group) => {
+                let live = partial.map(State::from_ffi).unwrap_or_else(State::empty);
+                let gathered = group.all_gather_states(&live).map_err(Error::Run)?;
+                partials.extend(
+                    gathered
+                        .into_iter()
+                        .filter(|s| !s.is_empty())
+                        .map(State::into_ffi),
+                );
+            }
+            None => partials.extend(partial),
+        }
         let values = self
             .handle
             .metric_reduce(partials)
@@ -401,11 +444,16 @@ impl PluginTrace {
     /// checkpoint it was restored from (see [`super::metric_state`]).
     fn metric_state(&self) -> std::result::Result<State, String> {
         let live = self.handle.state().map_err(|e| e.to_string())?;
-        if self.carried.is_empty() {
-            return Ok(live);
-        }
+        let live = match &self.group {
+            Some(group) => group.all_gather_states(&live)?,
+            None if self.carried.is_empty() => return Ok(live),
+            None => vec![live],
+        };
         let mut partials: Vec<State> = self.carried.iter().map(super::metric_state::copy).collect();
-        partials.push(live);
+        partials.extend(live.into_iter().filter(|s| !s.is_empty()));
+        if partials.len() == 1 {
+            return Ok(partials.remove(0));
+        }
         super::metric_state::join(partials)
     }
 
@@ -501,7 +549,9 @@ fn build_trace(
                 .collect(),
             input_ids: keys.intern_all(&spec.inputs),
             outputs: spec.outputs.clone(),
+            group: None,
         }),
+        idle: false,
     })
 }
 

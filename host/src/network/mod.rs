@@ -50,6 +50,8 @@ pub struct Network {
     pub keys: Keys,
     /// Per-step scratch: the device-side values of every key.
     work: Vec<Option<Tensor>>,
+    /// In a data-parallel run: the process group the models train in.
+    pub group: Option<crate::dist::SharedGroup>,
 }
 
 impl Network {
@@ -63,7 +65,42 @@ impl Network {
             device,
             keys,
             work: Vec::new(),
+            group: None,
         }
+    }
+
+    /// Joins a data-parallel `group`: every model starts from rank 0's variables (parameters
+    /// and buffers, broadcast), and from now on averages its gradients over the ranks.
+    pub fn join(&mut self, group: &crate::dist::SharedGroup) -> Result<()> {
+        for model in &mut self.models {
+            let variables: Vec<Tensor> = model
+                .named_variables()
+                .map(|(_, t)| t.shallow_clone())
+                .collect();
+            group
+                .broadcast_from_rank_zero(&variables)
+                .map_err(Error::Run)?;
+            model.sync = Some(group.clone());
+        }
+        self.group = Some(group.clone());
+        Ok(())
+    }
+
+    /// Gives every rank rank 0's floating-point buffers (batch norm's running statistics,
+    /// which each rank updated from its own samples), as DDP does before a forward, so that
+    /// evaluation runs the same model on every rank. Nothing in a single process.
+    pub fn sync_buffers(&mut self) -> Result<()> {
+        let Some(group) = &self.group else {
+            return Ok(());
+        };
+        let buffers: Vec<Tensor> = self
+            .models
+            .iter()
+            .flat_map(|m| &m.buffers)
+            .filter(|(_, t)| t.is_floating_point())
+            .map(|(_, t)| t.shallow_clone())
+            .collect();
+        group.broadcast_from_rank_zero(&buffers).map_err(Error::Run)
     }
 
     /// Keys that are losses: the inputs of every `UpdateOp` whose producer runs in `mode`.
@@ -111,6 +148,7 @@ impl Network {
             device,
             keys,
             work,
+            ..
         } = self;
         let mut exec = Exec {
             ops,

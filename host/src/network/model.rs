@@ -34,6 +34,8 @@ pub struct ModelSlot {
     pub scaler: Option<GradScaler>,
     /// For a TorchScript architecture: its file and `forward` signature.
     pub torchscript: Option<TorchScriptSource>,
+    /// In a data-parallel run: the group its gradients are averaged over before each step.
+    pub sync: Option<crate::dist::SharedGroup>,
 }
 
 /// Where a TorchScript model came from and what its `forward` takes.
@@ -117,6 +119,7 @@ impl ModelSlot {
             mixed_precision: parts.mixed_precision,
             scaler: (parts.mixed_precision && device.is_cuda()).then(GradScaler::default),
             torchscript: parts.torchscript,
+            sync: None,
         })
     }
 
@@ -160,11 +163,24 @@ impl ModelSlot {
     }
 
     /// Steps the optimizer with `grads`, or skips the step when `found_inf` (mixed precision)
-    /// says they overflowed; then updates the loss scale.
+    /// says they overflowed; then updates the loss scale. In a data-parallel run the gradients
+    /// are first averaged over the ranks and an overflow on any rank skips the step on all, so
+    /// the replicas stay equal.
     pub fn apply(&mut self, grads: &[Tensor], found_inf: Option<&Tensor>) -> Result<(), String> {
-        let overflow = match found_inf {
+        let mut overflow = match found_inf {
             Some(flag) => super::precision::overflowed(flag)?,
             None => false,
+        };
+        let averaged;
+        let grads = match &self.sync {
+            Some(group) => {
+                if found_inf.is_some() {
+                    overflow = group.any(overflow)?;
+                }
+                averaged = group.average_gradients(&self.params, grads)?;
+                &averaged[..]
+            }
+            None => grads,
         };
         let name = &self.name;
         let Some(optimizer) = self

@@ -35,7 +35,7 @@ use crate::manifest::Manifest;
 use crate::network::{KeyId, Keys};
 use crate::plugins::Registry;
 use crate::schedule::{InForce, Scheduled};
-use order::{Passes, Positions};
+use order::{Passes, Positions, Shard};
 
 /// One dataset of one mode (a scheduled entry gives one per value).
 pub struct Dataset {
@@ -75,6 +75,8 @@ pub struct Pipeline {
     pub pin: Option<Device>,
     /// Pad ragged text keys with zero bytes instead of failing (for showing batches).
     pub pad_text: bool,
+    /// In a data-parallel run: this rank's share of every epoch (`None`: the whole stream).
+    pub shard: Option<Shard>,
 }
 
 impl Pipeline {
@@ -111,6 +113,7 @@ impl Pipeline {
             pin_memory: manifest.pipeline.pin_memory,
             pin: None,
             pad_text: false,
+            shard: None,
         };
         pipeline.check_batch_ops(manifest)?;
         Ok(pipeline)
@@ -176,6 +179,19 @@ impl Pipeline {
     /// How the data of `mode`/`epoch`/`ds_id` is batched: the `Batch` op in force there,
     /// over the `[pipeline]` settings.
     pub fn batching(&self, mode: Mode, epoch: u32, ds_id: &str) -> (usize, bool, Option<f64>) {
+        let (batch_size, drop_last, pad_value) = self.whole_batching(mode, epoch, ds_id);
+        let world = self.shard.map_or(1, |s| s.world.max(1));
+        ((batch_size / world).max(1), drop_last, pad_value)
+    }
+
+    /// [`Pipeline::batching`] of the whole run: the global batch, which a data-parallel run
+    /// divides among its ranks.
+    pub fn whole_batching(
+        &self,
+        mode: Mode,
+        epoch: u32,
+        ds_id: &str,
+    ) -> (usize, bool, Option<f64>) {
         let spec = self
             .active_ops(mode, epoch, ds_id)
             .iter()
@@ -188,6 +204,40 @@ impl Pipeline {
             spec.drop_last.unwrap_or(self.drop_last),
             spec.pad_value,
         )
+    }
+
+    /// Makes this pipeline rank `rank` of `world`'s share of the run: `batch_size` stays the
+    /// global batch (FastEstimator's, Determined's `global_batch_size`) and each rank reads
+    /// `batch_size / world` samples a step. Refuses a batch size that does not divide, at the
+    /// manifest key that sets it.
+    pub fn shard(&mut self, rank: usize, world: usize, manifest: &Manifest) -> Result<()> {
+        let indivisible = |size: usize, what: String| {
+            format!(
+                "batch size {size} ({what}) does not divide among {world} ranks: each rank would read {:.2} samples a step; use a multiple of {world}",
+                size as f64 / world as f64
+            )
+        };
+        for (size, epochs) in manifest.pipeline.batch_size.variants() {
+            let size = *size as usize;
+            if size % world != 0 {
+                let first = (1..=manifest.run.epochs.max(1))
+                    .find(|&e| epochs.at(e))
+                    .unwrap_or(1);
+                return Err(manifest.error_at(
+                    &crate::manifest::KeyPath::root("pipeline").key("batch_size"),
+                    indivisible(size, format!("epoch {first}")),
+                ));
+            }
+        }
+        for op in &self.ops {
+            if let Some(size) = op.batch_spec().and_then(|spec| spec.batch_size) {
+                if size % world != 0 {
+                    return Err(manifest.error_at(&op.path, indivisible(size, op.label.clone())));
+                }
+            }
+        }
+        self.shard = Some(Shard { rank, world });
+        Ok(())
     }
 
     fn dataset(&self, mode: Mode, epoch: u32, ds_id: &str) -> Option<&Dataset> {
@@ -260,9 +310,9 @@ impl Pipeline {
     /// Samples an epoch of `mode`/`ds_id` delivers (`steps` overrides): FastEstimator's
     /// `samples_to_yield`.
     fn to_yield(&self, mode: Mode, epoch: u32, ds_id: &str, steps: Option<u64>) -> u64 {
-        let (batch_size, drop_last, _) = self.batching(mode, epoch, ds_id);
+        let (batch_size, drop_last, _) = self.whole_batching(mode, epoch, ds_id);
         let batch_size = batch_size as u64;
-        match steps {
+        let whole = match steps {
             Some(steps) => steps * batch_size,
             None => {
                 let n = self.samples(mode, epoch, ds_id);
@@ -272,11 +322,21 @@ impl Pipeline {
                     n
                 }
             }
+        };
+        // Training steps are collectives: every rank must run as many. Evaluation is not, so
+        // its shares are exact and the ranks together see every sample once.
+        self.shard
+            .map_or(whole, |shard| shard.share(whole, mode == Mode::Train))
+    }
+
+    /// Wraps `positions` into this rank's share of them, in a data-parallel run.
+    fn sharded(&self, positions: Positions) -> Positions {
+        match self.shard {
+            Some(shard) if shard.world > 1 => Positions::Sharded(Box::new(positions), shard),
+            _ => positions,
         }
     }
 
-    /// Batches in an epoch of `mode`/`ds_id` (`steps` overrides). Filters that drop samples
-    /// without replacement can make an epoch shorter than this.
     pub fn batches(&self, mode: Mode, epoch: u32, ds_id: &str, steps: Option<u64>) -> usize {
         if let Some(steps) = steps {
             return steps as usize;
@@ -299,7 +359,7 @@ impl Pipeline {
     /// loader does.
     pub fn order(&self, mode: Mode, epoch: u32, ds_id: &str, steps: Option<u64>) -> Vec<u64> {
         let to_yield = self.to_yield(mode, epoch, ds_id, steps);
-        self.positions(mode, epoch, ds_id)
+        self.sharded(Positions::Passes(self.positions(mode, epoch, ds_id)))
             .indices(0, to_yield as usize)
     }
 
@@ -330,7 +390,7 @@ impl Pipeline {
         keys: &Arc<Keys>,
         skip: usize,
     ) -> Result<EpochLoader> {
-        let positions = Positions::Passes(self.positions(mode, epoch, ds_id));
+        let positions = self.sharded(Positions::Passes(self.positions(mode, epoch, ds_id)));
         let to_yield = self.to_yield(mode, epoch, ds_id, steps);
         let batches = self.batches(mode, epoch, ds_id, steps);
         let mut work = self.work(

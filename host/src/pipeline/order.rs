@@ -33,6 +33,34 @@ pub enum Positions {
     List(Arc<Vec<u64>>),
     /// Endless passes over `n` samples.
     Passes(Passes),
+    /// One rank's share of a data-parallel run's stream: its position `p` is position
+    /// `p * world + rank` of the whole stream, so the ranks' step-`s` batches together are the
+    /// whole stream's batch `s` (DistributedSampler's interleaving).
+    Sharded(Box<Positions>, Shard),
+}
+
+/// Which share of the sample stream a rank reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// The rank.
+    pub rank: usize,
+    /// How many ranks share the stream.
+    pub world: usize,
+}
+
+impl Shard {
+    /// How many of the first `total` positions of the whole stream this rank reads: exactly
+    /// its interleaved share, or — with `equal` (training, where every step is a collective) —
+    /// the largest share, so that every rank runs the same number of steps (the shorter ones
+    /// read on into the next pass, as DistributedSampler pads with the first samples).
+    pub fn share(self, total: u64, equal: bool) -> u64 {
+        let world = self.world.max(1) as u64;
+        if equal {
+            total.div_ceil(world)
+        } else {
+            (total + world - 1 - self.rank as u64) / world
+        }
+    }
 }
 
 impl Positions {
@@ -45,6 +73,18 @@ impl Positions {
                 list[from..to].to_vec()
             }
             Positions::Passes(passes) => passes.indices(start, len),
+            Positions::Sharded(whole, shard) => {
+                let world = shard.world.max(1);
+                let first = start * world as u64;
+                let mut indices = whole.indices(first, len * world);
+                let mut mine = Vec::with_capacity(len);
+                for (offset, index) in indices.drain(..).enumerate() {
+                    if offset % world == shard.rank {
+                        mine.push(index);
+                    }
+                }
+                mine
+            }
         }
     }
 
@@ -53,6 +93,7 @@ impl Positions {
         match self {
             Positions::List(list) => Some(list.len() as u64),
             Positions::Passes(_) => None,
+            Positions::Sharded(whole, shard) => whole.end().map(|n| shard.share(n, false)),
         }
     }
 
@@ -61,6 +102,7 @@ impl Positions {
         match self {
             Positions::List(list) => list.len() as u64,
             Positions::Passes(passes) => passes.n,
+            Positions::Sharded(whole, shard) => shard.share(whole.pass_len(), false),
         }
     }
 }
@@ -176,6 +218,40 @@ mod tests {
         // Any window reads the same as the whole stream there.
         assert_eq!(passes.indices(20, 10), stream[20..30]);
         assert_eq!(Passes::in_order(4).indices(3, 6), [3, 0, 1, 2, 3, 0]);
+    }
+
+    #[test]
+    fn shards_interleave_and_together_cover_the_stream() {
+        let whole = || Positions::Passes(Passes::shuffled(10, 3, Mode::Train, "", 1));
+        let stream = whole().indices(0, 10);
+        let shard = |rank| Shard { rank, world: 2 };
+        let zero = Positions::Sharded(Box::new(whole()), shard(0));
+        let one = Positions::Sharded(Box::new(whole()), shard(1));
+        // Step s of batch 2 per rank: the whole stream's batch s of 4.
+        for step in 0..2u64 {
+            let mut together = zero.indices(step * 2, 2);
+            together.extend(one.indices(step * 2, 2));
+            together.sort();
+            let mut expected = stream[step as usize * 4..step as usize * 4 + 4].to_vec();
+            expected.sort();
+            assert_eq!(together, expected);
+        }
+        assert_eq!(zero.indices(1, 2), [stream[2], stream[4]]);
+    }
+
+    #[test]
+    fn shares_are_exact_or_equal() {
+        let shard = |rank| Shard { rank, world: 3 };
+        let exact: Vec<u64> = (0..3).map(|r| shard(r).share(10, false)).collect();
+        assert_eq!(exact, [4, 3, 3]);
+        assert_eq!(exact.iter().sum::<u64>(), 10);
+        assert!((0..3).all(|r| shard(r).share(10, true) == 4));
+        let list = Positions::Sharded(
+            Box::new(Positions::List(Arc::new((0..5).collect()))),
+            shard(1),
+        );
+        assert_eq!(list.indices(0, 9), [1, 4]);
+        assert_eq!(list.end(), Some(2));
     }
 
     #[test]

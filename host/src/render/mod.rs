@@ -29,6 +29,13 @@ pub fn render(manifest: &Manifest, estimator: &Estimator) -> String {
         describe_device(estimator.network.device),
         join(signature.iter().map(u32::to_string)),
     );
+    if let Some(shard) = estimator.pipeline.shard.filter(|s| s.world > 1) {
+        let _ = writeln!(
+            out,
+            "data parallel: {} ranks; batch_size is the global batch, each rank reads batch_size / {} samples a step (steps below are per rank; evaluation steps are rank 0's)",
+            shard.world, shard.world
+        );
+    }
     for &epoch in &signature {
         let same: Vec<u32> = (1..=total)
             .filter(|&e| combination(e) == combination(epoch))
@@ -56,9 +63,13 @@ fn render_epoch(out: &mut String, estimator: &Estimator, epoch: u32) {
             };
             let steps =
                 pipeline.batches(mode, epoch, &ds_id, estimator.system.steps_per_epoch(mode));
+            let per_rank = match pipeline.shard.filter(|s| s.world > 1) {
+                Some(_) => format!(" ({} per rank)", pipeline.batching(mode, epoch, &ds_id).0),
+                None => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "  {name}: {} samples, batch_size {}, {steps} step{}",
+                "  {name}: {} samples, batch_size {}{per_rank}, {steps} step{}",
                 pipeline.samples(mode, epoch, &ds_id),
                 pipeline.batch_size_at(epoch),
                 if steps == 1 { "" } else { "s" },

@@ -246,6 +246,7 @@ impl Setup {
             pin_memory: None,
             pin: None,
             pad_text: false,
+            shard: None,
         };
         Self {
             pipeline,

@@ -1,0 +1,202 @@
+//! The collectives training needs, shared by the parts of a run that take part in them (the
+//! models' updates, the metric traces, the checkpoint writer). Every rank calls them at the same
+//! points of the run in the same order — that is what keeps the ranks in step — so each method
+//! here is called on every rank or on none.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use fe_plugin_api::State;
+use tch::{Kind, Tensor};
+
+use super::{ProcessGroup, ReduceOp};
+
+/// A process group that several parts of the run hold.
+#[derive(Clone)]
+pub struct SharedGroup {
+    group: Arc<Mutex<ProcessGroup>>,
+    rank: usize,
+    world: usize,
+}
+
+impl SharedGroup {
+    /// Shares `group`.
+    pub fn new(group: ProcessGroup) -> Self {
+        let (rank, world) = (group.rank(), group.world());
+        Self {
+            group: Arc::new(Mutex::new(group)),
+            rank,
+            world,
+        }
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How many ranks train together.
+    pub fn world(&self) -> usize {
+        self.world
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ProcessGroup> {
+        // A panic while holding the lock leaves the group usable: collectives keep no state
+        // between calls on our side.
+        self.group.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The mean of every rank's gradients, as DDP computes it: summed in buckets, divided by
+    /// the world size. A parameter without a gradient on this rank (unused in its forward)
+    /// counts as zeros, so that every rank sends the same buckets.
+    pub fn average_gradients(
+        &self,
+        params: &[Tensor],
+        grads: &[Tensor],
+    ) -> Result<Vec<Tensor>, String> {
+        let mut grads = grads
+            .iter()
+            .zip(params)
+            .map(|(g, p)| {
+                if g.defined() {
+                    Ok(g.shallow_clone())
+                } else {
+                    p.f_zeros_like()
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(crate::tch_message)?;
+        self.lock().all_reduce(&grads, ReduceOp::Sum)?;
+        let world = self.world as f64;
+        for grad in &mut grads {
+            let _ = grad.f_div_scalar_(world).map_err(crate::tch_message)?;
+        }
+        Ok(grads)
+    }
+
+    /// Whether `flag` holds on any rank.
+    pub fn any(&self, flag: bool) -> Result<bool, String> {
+        Ok(self.max(&[f64::from(u8::from(flag))])?[0] > 0.0)
+    }
+
+    /// The elementwise maximum of `values` over the ranks.
+    pub fn max(&self, values: &[f64]) -> Result<Vec<f64>, String> {
+        self.reduce(values, ReduceOp::Max)
+    }
+
+    /// The elementwise sum of `values` over the ranks.
+    pub fn sum(&self, values: &[f64]) -> Result<Vec<f64>, String> {
+        self.reduce(values, ReduceOp::Sum)
+    }
+
+    fn reduce(&self, values: &[f64], op: ReduceOp) -> Result<Vec<f64>, String> {
+        if values.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tensor = Tensor::from_slice(values);
+        self.lock().all_reduce(std::slice::from_ref(&tensor), op)?;
+        Vec::<f64>::try_from(&tensor).map_err(crate::tch_message)
+    }
+
+    /// Overwrites `tensors` on every rank with rank 0's values.
+    pub fn broadcast_from_rank_zero(&self, tensors: &[Tensor]) -> Result<(), String> {
+        let _guard = tch::no_grad_guard();
+        self.lock().broadcast(tensors, 0)
+    }
+
+    /// Every rank's `bytes`, in rank order (lengths may differ).
+    pub fn all_gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+        let mut group = self.lock();
+        let length = Tensor::from_slice(&[bytes.len() as i64]);
+        let lengths = Vec::<i64>::try_from(
+            &group
+                .all_gather(&length)?
+                .f_flatten(0, -1)
+                .map_err(crate::tch_message)?,
+        )
+        .map_err(crate::tch_message)?;
+        let longest = lengths.iter().copied().max().unwrap_or(0).max(1);
+        let padded = Tensor::zeros([longest], (Kind::Uint8, tch::Device::Cpu));
+        if !bytes.is_empty() {
+            padded
+                .narrow(0, 0, bytes.len() as i64)
+                .copy_(&Tensor::from_slice(bytes));
+        }
+        let gathered = group.all_gather(&padded)?;
+        lengths
+            .iter()
+            .enumerate()
+            .map(|(rank, &length)| {
+                let row = gathered.f_get(rank as i64).map_err(crate::tch_message)?;
+                let row = row.f_narrow(0, 0, length).map_err(crate::tch_message)?;
+                Vec::<u8>::try_from(&row).map_err(crate::tch_message)
+            })
+            .collect()
+    }
+
+    /// Every rank's `state`, in rank order.
+    pub fn all_gather_states(&self, state: &State) -> Result<Vec<State>, String> {
+        let gathered = self.all_gather_bytes(&encode_state(state)?)?;
+        gathered.iter().map(|bytes| decode_state(bytes)).collect()
+    }
+
+    /// Waits for every rank; rank 0 names any that does not arrive in time.
+    pub fn barrier(&self) -> Result<(), String> {
+        self.lock().barrier(true)
+    }
+}
+
+/// A component state as bytes: the JSON's length (8 bytes, little-endian), the JSON, then its
+/// tensors as safetensors.
+pub fn encode_state(state: &State) -> Result<Vec<u8>, String> {
+    let json = state.json_text().as_bytes();
+    let tensors: Vec<(String, Tensor)> = state
+        .tensors()
+        .iter()
+        .map(|(name, tensor)| Ok((name.clone(), tensor.f_to_device(tch::Device::Cpu)?)))
+        .collect::<Result<_, tch::TchError>>()
+        .map_err(crate::tch_message)?;
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(json);
+    if !tensors.is_empty() {
+        out.extend(crate::system::tensors::serialize(&tensors)?);
+    }
+    Ok(out)
+}
+
+/// The inverse of [`encode_state`].
+pub fn decode_state(bytes: &[u8]) -> Result<State, String> {
+    let malformed = || "a gathered component state is malformed".to_owned();
+    let (length, rest) = bytes.split_at_checked(8).ok_or_else(malformed)?;
+    let length = u64::from_le_bytes(length.try_into().map_err(|_| malformed())?) as usize;
+    let (json, tensors) = rest.split_at_checked(length).ok_or_else(malformed)?;
+    let json = String::from_utf8(json.to_vec()).map_err(|_| malformed())?;
+    let tensors = if tensors.is_empty() {
+        Vec::new()
+    } else {
+        crate::system::tensors::deserialize(tensors)?
+    };
+    Ok(State::from_parts(json, tensors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_survives_encoding() {
+        let state = State::from_parts(
+            r#"{"correct":3}"#.to_owned(),
+            vec![(
+                "matrix".to_owned(),
+                Tensor::from_slice(&[1i64, 2, 3, 4]).reshape([2, 2]),
+            )],
+        );
+        let back = decode_state(&encode_state(&state).unwrap()).unwrap();
+        assert_eq!(back.json_text(), r#"{"correct":3}"#);
+        assert_eq!(back.tensors()[0].0, "matrix");
+        assert_eq!(back.tensors()[0].1, state.tensors()[0].1);
+        let empty = decode_state(&encode_state(&State::empty()).unwrap()).unwrap();
+        assert!(empty.is_empty());
+        assert!(decode_state(&[1, 2]).is_err());
+    }
+}

@@ -1,0 +1,92 @@
+//! A run as one rank of a data-parallel group: what changes when the estimator joins one.
+//!
+//! Everything else in the fit loop runs unchanged on every rank, in step: the same epochs,
+//! the same number of training steps (each a collective in the models' updates), the same
+//! hooks. Only what is said here differs per rank: the share of each epoch's data a rank
+//! reads, the random state it draws from, and who writes files (rank 0).
+
+use tch::Tensor;
+
+use super::Estimator;
+use crate::dist::SharedGroup;
+use crate::error::{Error, Result};
+use crate::manifest::Manifest;
+
+impl Estimator {
+    /// Makes this run rank `group.rank()` of a data-parallel run: it reads its share of every
+    /// epoch (`batch_size` stays the global batch), starts from rank 0's weights, averages
+    /// gradients over the ranks, reduces metrics over them, and writes nothing unless it is
+    /// rank 0. Call it before resuming, so that a checkpoint's per-rank random state wins.
+    pub fn join(&mut self, group: SharedGroup, manifest: &Manifest) -> Result<()> {
+        let (rank, world) = (group.rank(), group.world());
+        self.pipeline.shard(rank, world, manifest)?;
+        // One run, one id: the checkpoints rank 0 writes carry it, and a resume checks it.
+        let ids = group
+            .all_gather_bytes(self.checkpointing.run_id.as_bytes())
+            .map_err(Error::Run)?;
+        if let Some(first) = ids.first() {
+            self.checkpointing.run_id = String::from_utf8_lossy(first).into_owned();
+        }
+        self.network.join(&group)?;
+        for trace in &mut self.traces {
+            trace.join(&group);
+        }
+        self.stop.shared = true;
+        // Each rank draws its own random numbers (dropout masks differ per rank, as under
+        // DDP), reproducibly: rank r's stream is seeded from the run seed and r.
+        if rank != 0 {
+            tch::manual_seed(crate::rng::mix(manifest.run.seed, rank as u64) as i64);
+        }
+        Ok(())
+    }
+}
+
+/// The CPU random state of every rank, for a checkpoint: `cpu` is rank 0's (what a single
+/// process resumes from) and `rank<r>/cpu` each rank's. Called on every rank (a collective).
+pub(super) fn gather_generators(
+    group: &SharedGroup,
+    own: &Tensor,
+) -> Result<Vec<(String, Tensor)>> {
+    let bytes = Vec::<u8>::try_from(own).map_err(|e| Error::Run(crate::tch_message(e)))?;
+    let all = group.all_gather_bytes(&bytes).map_err(Error::Run)?;
+    let mut out = Vec::with_capacity(all.len() + 1);
+    for (rank, state) in all.iter().enumerate() {
+        let tensor = Tensor::from_slice(state);
+        if rank == 0 {
+            out.push(("cpu".to_owned(), tensor.shallow_clone()));
+        }
+        out.push((format!("rank{rank}/cpu"), tensor));
+    }
+    Ok(out)
+}
+
+/// Which saved CPU random state rank `rank` resumes from: its own when the checkpoint has one
+/// (the same world size, or a larger one), rank 0's `cpu` for rank 0, and none for a rank the
+/// checkpoint did not have (it keeps the stream it was seeded with: not exact, documented).
+pub(super) fn this_ranks_generator(saved: &[(String, Tensor)], rank: usize) -> Option<&Tensor> {
+    let own = format!("rank{rank}/cpu");
+    let find = |name: &str| saved.iter().find(|(n, _)| n == name).map(|(_, t)| t);
+    find(&own).or_else(|| (rank == 0).then(|| find("cpu")).flatten())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rank_resumes_its_own_random_state() {
+        let state = |v: u8| Tensor::from_slice(&[v]);
+        let two_ranks = vec![
+            ("cpu".to_owned(), state(0)),
+            ("rank0/cpu".to_owned(), state(0)),
+            ("rank1/cpu".to_owned(), state(1)),
+        ];
+        let value = |t: Option<&Tensor>| t.map(|t| t.int64_value(&[0]));
+        assert_eq!(value(this_ranks_generator(&two_ranks, 1)), Some(1));
+        assert_eq!(value(this_ranks_generator(&two_ranks, 0)), Some(0));
+        assert_eq!(value(this_ranks_generator(&two_ranks, 2)), None);
+        let one_process = vec![("cpu".to_owned(), state(7))];
+        assert_eq!(value(this_ranks_generator(&one_process, 0)), Some(7));
+        assert_eq!(value(this_ranks_generator(&one_process, 1)), None);
+    }
+}
