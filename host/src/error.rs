@@ -169,13 +169,15 @@ fn rank_failure(rank: usize, world: usize, code: i32, signal: Option<i32>) -> St
             "fe-host stopped: rank {rank} of {world} saved a checkpoint and stopped (exit code {code}); continue with the same command and --resume"
         );
     }
-    let how = match signal {
-        Some(signal) => format!("was killed by signal {signal} ({})", signal_name(signal)),
-        None => format!("exited with code {code}"),
-    };
-    format!(
-        "rank {rank} of {world} {how}, the first to fail; any still running were stopped (its output above, prefixed [rank {rank}], says why)"
-    )
+    match signal {
+        Some(signal) => format!(
+            "rank {rank} of {world} was killed by signal {signal} ({}), the first to fail; any still running were stopped",
+            signal_name(signal)
+        ),
+        None => format!(
+            "rank {rank} of {world} exited with code {code}, the first to fail; any still running were stopped (its output above, prefixed [rank {rank}], says why)"
+        ),
+    }
 }
 
 fn signal_name(signal: i32) -> &'static str {
