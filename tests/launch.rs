@@ -1,9 +1,11 @@
 //! `fe-host run --nproc N` (local ranks with torchrun's variables) and `run.resume = "auto"`
 //! (what a job restarted by torchrun or a scheduler needs to continue by itself).
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use crate::util::{fe_host, lenet_manifest, run_failing, Run, TempDir};
+use crate::util::{fe_host, lenet_manifest, root, run_failing, Run, TempDir};
 
 /// LeNet on the small digits, 3 epochs of 6 steps, a checkpoint every 4 steps and every epoch
 /// (all kept), evaluation cut to 2 steps.
@@ -16,6 +18,13 @@ fn manifest(resume: &str) -> String {
         "log_steps = 50",
         &format!("log_steps = 2\ntrain_steps_per_epoch = 6\neval_steps_per_epoch = 2{resume}"),
     )
+}
+
+/// [`manifest`] for two ranks: a short process-group timeout, and the fixture trace that
+/// kills a rank where `FE_TEST_KILL=<rank>:<step>` says.
+fn two_rank_manifest(resume: &str) -> String {
+    manifest(&format!("{resume}\nprocess_group_timeout = 60"))
+        + "\n[[traces]]\ntrace = \"KillRank\"\n"
 }
 
 /// Runs `fe-host run m.toml args...` in `dir`.
@@ -225,4 +234,158 @@ fn devices_shows_the_rank_torchruns_variables_give() {
         alone.stdout,
         "rank: one process (torchrun's RANK and WORLD_SIZE are not set)"
     );
+}
+
+#[test]
+fn nproc_two_ends_with_the_weights_torchrun_gives_and_only_rank_0_speaks() {
+    let dir = TempDir::new("nproc-weights");
+    let text = two_rank_manifest("");
+    let ours = run_dir(&dir, "nproc", &text);
+    // One thread per rank in both: torchrun's default, and results independent of the cores.
+    let out = run_in(
+        &ours,
+        &[
+            "--nproc",
+            "2",
+            "--threads",
+            "1",
+            "--save-weights",
+            "weights",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_contains!(out.stdout, "[rank 0] fe-host train: step: 18;");
+    assert!(!out.stdout.contains("[rank 1] fe-host"), "{}", out.stdout);
+    let theirs = run_dir(&dir, "torchrun", &text);
+    let out: Run = Command::new("timeout")
+        .arg("300")
+        .arg(root().join(".venv/bin/torchrun"))
+        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
+        .arg(env!("CARGO_BIN_EXE_fe-host"))
+        .args([
+            "run",
+            "m.toml",
+            "--threads",
+            "1",
+            "--save-weights",
+            "weights",
+        ])
+        .current_dir(&theirs)
+        .env_remove("FE_PLUGIN_PATH")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        weights(&ours) == weights(&theirs),
+        "--nproc 2 and torchrun differ"
+    );
+}
+
+#[test]
+fn a_killed_rank_ends_the_others_and_sets_the_launchers_exit_code() {
+    let dir = TempDir::new("nproc-killed");
+    let lost = run_dir(&dir, "lost", &two_rank_manifest(""));
+    let out: Run = fe_host()
+        .current_dir(&lost)
+        .args(["run", "m.toml", "--nproc", "2"])
+        .env("FE_TEST_KILL", "1:10")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 128 + 9, "{}{}", out.stdout, out.stderr);
+    assert_contains!(out.stderr, "[rank 0] error: rank 0 of 2: ");
+    assert_eq!(
+        out.stderr.trim_end().lines().last().unwrap(),
+        "error: rank 1 of 2 was killed by signal 9 (SIGKILL), the first to fail; any still running were stopped"
+    );
+    let verify = crate::util::run(&["checkpoint", "verify", &lost.join("ckpt").to_string_lossy()]);
+    assert_eq!(verify.code, 0, "{}", verify.stderr);
+}
+
+#[test]
+fn torchrun_max_restarts_with_resume_auto_ends_with_the_uninterrupted_weights() {
+    let dir = TempDir::new("elastic");
+    let text = two_rank_manifest("\nresume = \"auto\"");
+    let whole = run_dir(&dir, "whole", &text);
+    let out = run_in(&whole, &["--nproc", "2", "--save-weights", "weights"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // Rank 1 dies at step 10 in the first attempt only (a fault, not a property of the run);
+    // torchrun restarts both ranks with the same command line, which continues by itself.
+    let restarted = run_dir(&dir, "restarted", &text);
+    let once = restarted.join("kill-once.sh");
+    std::fs::write(
+        &once,
+        format!(
+            "#!/bin/sh\n[ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && export FE_TEST_KILL=1:10\nexec {} \"$@\"\n",
+            env!("CARGO_BIN_EXE_fe-host")
+        ),
+    )
+    .unwrap();
+    let out: Run = Command::new("timeout")
+        .arg("300")
+        .arg(root().join(".venv/bin/torchrun"))
+        .args([
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "1",
+        ])
+        .args(["--no-python", "sh"])
+        .arg(&once)
+        .args(["run", "m.toml", "--save-weights", "weights"])
+        .current_dir(&restarted)
+        .env_remove("FE_PLUGIN_PATH")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert_contains!(all, "rank 1 is lost");
+    assert_contains!(all, "ckpt-8: step 8, inside epoch 2 (2 batches done);");
+    assert!(
+        weights(&whole) == weights(&restarted),
+        "the restarted job ends elsewhere"
+    );
+}
+
+#[test]
+fn sigterm_to_the_launcher_reaches_every_rank_which_checkpoint_and_stop_resumable() {
+    let dir = TempDir::new("nproc-sigterm");
+    // Long enough that the signal always arrives mid-run.
+    let text = two_rank_manifest("").replace("epochs = 3", "epochs = 30");
+    let path = run_dir(&dir, "run", &text);
+    let mut launcher = fe_host()
+        .current_dir(&path)
+        .args(["run", "m.toml", "--nproc", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = launcher.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let started = line.starts_with("[rank 0] fe-host train: step: 4;");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(launcher.id() as libc::pid_t, libc::SIGTERM) };
+    seen.extend(lines.map(Result::unwrap));
+    let out: Run = launcher.wait_with_output().unwrap().into();
+    let stdout = seen.join("\n");
+    assert_eq!(out.code, 75, "{stdout}\n{}", out.stderr);
+    assert_contains!(out.stderr, "[rank 0] fe-host stopped: SIGTERM after step ");
+    assert_contains!(
+        out.stderr.trim_end().lines().last().unwrap(),
+        "fe-host stopped: rank "
+    );
+    assert!(!out.stderr.contains("error:"), "{}", out.stderr);
+    let resumed = run_in(&path, &["--nproc", "2", "--resume", "-q"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
 }
