@@ -184,7 +184,7 @@ pub fn newest_valid(root: &Path) -> Result<Option<PathBuf>> {
             (order, dir)
         })
         .collect();
-    others.sort_by(|a, b| b.0.cmp(&a.0));
+    others.sort_by_key(|other| std::cmp::Reverse(other.0));
     let candidates = std::iter::once(chosen).chain(others.into_iter().map(|(_, dir)| dir));
     let mut damaged = Vec::new();
     for dir in candidates {
