@@ -16,6 +16,7 @@ mod dist;
 #[cfg(feature = "cuda-tests")]
 mod gpu;
 mod kill;
+mod launch;
 mod loading;
 mod network;
 mod out_of_tree;

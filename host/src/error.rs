@@ -12,6 +12,9 @@
 //! | 75 | stopped by a first SIGINT (Ctrl-C) or SIGTERM after saving a checkpoint: continue with `--resume` |
 //! | 130, 143 | stopped at once by a second SIGINT / SIGTERM (128 + the signal); the last complete checkpoint is kept |
 //! | 70 | internal error in fe-host (a bug: please report it) |
+//!
+//! `run --nproc N` exits with the code of the first rank that failed (a rank killed by a
+//! signal counts as 128 + the signal), after ending the others; 0 when every rank succeeded.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -80,6 +83,19 @@ pub enum Error {
         /// The command that continues the run (filled in by the command line).
         resume: String,
     },
+    /// A rank that `run --nproc` started failed (the others were then stopped), or every rank
+    /// stopped on a forwarded SIGINT/SIGTERM; the launcher exits with that rank's code.
+    #[error("{}", rank_failure(*.rank, *.world, *.code, *.signal))]
+    RankFailed {
+        /// The first rank that ended unsuccessfully.
+        rank: usize,
+        /// How many ranks were started.
+        world: usize,
+        /// Its exit code (128 + the signal when a signal killed it).
+        code: i32,
+        /// The signal that killed it, if one did.
+        signal: Option<i32>,
+    },
     /// A bug in fe-host.
     #[error("internal error: {0} (this is a bug in fe-host; please report it)")]
     Internal(String),
@@ -99,6 +115,7 @@ impl Error {
             Error::Data { .. } => 5,
             Error::Checkpoint { .. } => 6,
             Error::Stopped { .. } => crate::stop::EXIT_STOPPED as i32,
+            Error::RankFailed { code, .. } => (*code).clamp(1, 255),
             Error::Internal(_) => 70,
         }
     }
@@ -144,6 +161,35 @@ fn plugin_problems(problems: &[String]) -> String {
         out.push_str(problem);
     }
     out
+}
+
+fn rank_failure(rank: usize, world: usize, code: i32, signal: Option<i32>) -> String {
+    if code == i32::from(crate::stop::EXIT_STOPPED) {
+        return format!(
+            "fe-host stopped: rank {rank} of {world} saved a checkpoint and stopped (exit code {code}); continue with the same command and --resume"
+        );
+    }
+    match signal {
+        Some(signal) => format!(
+            "rank {rank} of {world} was killed by signal {signal} ({}), the first to fail; any still running were stopped",
+            signal_name(signal)
+        ),
+        None => format!(
+            "rank {rank} of {world} exited with code {code}, the first to fail; any still running were stopped (its output above, prefixed [rank {rank}], says why)"
+        ),
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        _ => "a signal",
+    }
 }
 
 fn op_failure(error: &PluginError, during: &str) -> String {

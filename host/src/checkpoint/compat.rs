@@ -22,6 +22,11 @@ const COMPATIBLE: [&str; 10] = [
     "plugins.sha256",
 ];
 
+/// Manifest keys that say how a run starts, not what it computes: a resumed run may differ
+/// in them without consent (`run.resume = "auto"` is what restarts a job, so asking for
+/// `--allow-changes` there would defeat it).
+const IGNORED: [(&str, &str); 1] = [("run", "resume")];
+
 /// How a resumed run differs from its checkpoint.
 #[derive(Debug, Default, PartialEq)]
 pub struct Differences {
@@ -81,7 +86,9 @@ pub fn manifest_differences(
         text.parse::<Table>()
             .map_err(|e| format!("the {which} manifest is not valid TOML: {}", e.message()))
     };
-    let (saved, mut current) = (parse(saved, "saved")?, parse(current, "current")?);
+    let (mut saved, mut current) = (parse(saved, "saved")?, parse(current, "current")?);
+    forget_ignored(&mut saved);
+    forget_ignored(&mut current);
     if let Some(epochs) = epochs {
         let run = current
             .entry("run")
@@ -93,6 +100,18 @@ pub fn manifest_differences(
     let mut differences = Differences::default();
     diff_tables(&saved, &current, "", &mut differences);
     Ok(differences)
+}
+
+/// Removes the [`IGNORED`] keys, and a table they leave empty (a `[run]` holding only
+/// `resume` is no difference from no `[run]`).
+fn forget_ignored(manifest: &mut Table) {
+    for (table, key) in IGNORED {
+        if let Some(Value::Table(inner)) = manifest.get_mut(table) {
+            if inner.remove(key).is_some() && inner.is_empty() {
+                manifest.remove(table);
+            }
+        }
+    }
 }
 
 fn diff_tables(saved: &Table, current: &Table, prefix: &str, out: &mut Differences) {
@@ -192,6 +211,15 @@ mod tests {
         let d = manifest_differences(BASE, BASE, None).unwrap();
         assert!(d.is_empty());
         assert!(d.verdict(false).is_ok());
+    }
+
+    #[test]
+    fn resume_mode_is_no_difference_at_all() {
+        let auto = "[run]\nepochs = 3\nresume = \"auto\"\n";
+        let d = manifest_differences("[run]\nepochs = 3\n", auto, None).unwrap();
+        assert!(d.is_empty(), "{d:?}");
+        let d = manifest_differences("", "[run]\nresume = \"auto\"\n", None).unwrap();
+        assert!(d.is_empty(), "{d:?}");
     }
 
     #[test]

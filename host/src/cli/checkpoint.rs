@@ -106,26 +106,127 @@ pub fn root(manifest: &Manifest) -> PathBuf {
     crate::checkpoint::default_root(manifest)
 }
 
-/// Restores `estimator` from `--resume` (`latest` means the manifest's checkpoint root) and
-/// says where it continues (unless `quiet`).
+/// What this run resumes from: `--resume` when given, else `auto` when the manifest says
+/// `run.resume = "auto"`; nothing for a smoke run (it checkpoints into a directory of its own).
+pub fn resume_request<'a>(
+    flag: Option<&'a str>,
+    manifest: &Manifest,
+    smoke: bool,
+) -> Option<&'a str> {
+    match (flag, manifest.run.resume) {
+        (Some(request), _) => Some(request),
+        (None, _) if smoke => None,
+        (None, crate::manifest::Resume::Auto) => Some(AUTO),
+        (None, crate::manifest::Resume::Never) => None,
+    }
+}
+
+/// `--resume auto` / `run.resume = "auto"`: continue when there is a checkpoint, else start.
+pub const AUTO: &str = "auto";
+
+/// Where `--resume REQUEST` continues from: `latest` means the manifest's checkpoint root,
+/// `auto` the newest checkpoint there that verifies — or nothing, a fresh start, when the
+/// root holds no checkpoint (said unless `quiet`) — anything else is a path.
+pub fn resume_source(manifest: &Manifest, request: &str, quiet: bool) -> Result<Option<PathBuf>> {
+    match request {
+        "latest" => Ok(Some(root(manifest))),
+        AUTO => {
+            let found = newest_valid(&root(manifest))?;
+            if found.is_none() && !quiet {
+                println!(
+                    "fe-host resume: no checkpoint in {}; starting fresh;",
+                    root(manifest).display()
+                );
+            }
+            Ok(found)
+        }
+        path => Ok(Some(PathBuf::from(path))),
+    }
+}
+
+/// Restores `estimator` from the checkpoint (or checkpoint root) `path` and says where it
+/// continues (unless `quiet`).
 pub fn resume(
     estimator: &mut Estimator,
-    manifest: &Manifest,
-    request: &str,
+    path: &Path,
     options: ResumeOptions,
     quiet: bool,
 ) -> Result<()> {
-    let path = if request == "latest" {
-        root(manifest)
-    } else {
-        PathBuf::from(request)
-    };
-    let dir = estimator.resume(&path, options)?;
+    let dir = estimator.resume(path, options)?;
     let info = read_info(&dir)?;
     if !quiet {
         println!("fe-host resume: {}: {};", dir.display(), describe(&info));
     }
     Ok(())
+}
+
+/// The newest checkpoint in `root` whose files all verify, `None` when it holds none at all.
+/// A restarted job must not die on the one checkpoint a crash damaged, so damaged ones are
+/// skipped with a warning; but a root whose every checkpoint is damaged is an error, never a
+/// silent fresh start that would overwrite them.
+pub fn newest_valid(root: &Path) -> Result<Option<PathBuf>> {
+    let names = store::list(root)?;
+    if names.is_empty() {
+        return match store::latest(root)? {
+            // `latest` names nothing complete and nothing else is there: say so (as --resume).
+            Some(_) => crate::checkpoint::resolve(root).map(Some),
+            None => Ok(None),
+        };
+    }
+    // `resolve` knows which checkpoint `latest` means (and refuses a root of several runs);
+    // the others follow newest first, by the step and write order their info records.
+    let chosen = crate::checkpoint::resolve(root)?;
+    let mut others: Vec<(Option<(u64, u64)>, PathBuf)> = names
+        .iter()
+        .map(|name| {
+            let dir = root.join(name);
+            let order = read_info(&dir).ok().map(|info| (info.step, info.sequence));
+            (order, dir)
+        })
+        .collect();
+    others.sort_by_key(|other| std::cmp::Reverse(other.0));
+    let candidates = std::iter::once(chosen).chain(others.into_iter().map(|(_, dir)| dir));
+    let mut damaged = Vec::new();
+    for dir in candidates {
+        if damaged.contains(&dir) {
+            continue;
+        }
+        match store::read(&dir) {
+            Ok(_) => return Ok(Some(dir)),
+            Err(error) => {
+                eprintln!(
+                    "warning: skipping a damaged checkpoint: {error}{}",
+                    set_aside(&dir)
+                );
+                damaged.push(dir);
+            }
+        }
+    }
+    Err(Error::Checkpoint {
+        path: root.to_path_buf(),
+        message: format!(
+            "none of its {} checkpoints verifies; resume one by name after repairing it, or move them away to start fresh",
+            damaged.len()
+        ),
+    })
+}
+
+/// Moves damaged checkpoint `dir` out of the way (to a hidden `.damaged-<name>` next to it), so
+/// the resumed run can write its own checkpoint of that step; kept, not deleted, for whoever
+/// wants to look. Only one process does it: rank 0 of a data-parallel run, or a lone run.
+fn set_aside(dir: &Path) -> String {
+    let rank_zero = std::env::var("RANK").map_or(true, |rank| rank.trim() == "0");
+    let (Some(root), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return String::new();
+    };
+    if !rank_zero {
+        return String::new();
+    }
+    let aside = root.join(format!(".damaged-{}", name.to_string_lossy()));
+    match std::fs::rename(dir, &aside) {
+        Ok(()) => format!(" (moved to {})", aside.display()),
+        Err(e) => format!(" (could not move it aside: {e})"),
+    }
 }
 
 /// What `--smoke` changes in the manifest: one epoch of a few steps, a short evaluation, and

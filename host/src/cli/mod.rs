@@ -9,6 +9,7 @@ mod checkpoint;
 pub use checkpoint::CheckpointCommand;
 mod checks;
 use checks::check_before_building;
+mod launch;
 pub use checks::{one_line_usage_error, stdout_failure};
 mod pipeline;
 pub use pipeline::PipelineArgs;
@@ -31,6 +32,7 @@ use crate::plugins::{default_search_path, render_list};
 /// usage or an invalid manifest; 3 plugin problems; 4 the device is unavailable; 5 bad data;
 /// 6 a bad checkpoint; 75 stopped by Ctrl-C or SIGTERM after saving a checkpoint (continue
 /// with --resume); 130/143 stopped at once by a second SIGINT/SIGTERM; 70 an internal error.
+/// `run --nproc N` exits with the code of the first rank that failed.
 #[derive(Parser, Debug)]
 #[command(name = "fe-host", version, about, long_about = None)]
 pub struct Cli {
@@ -139,8 +141,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "resume")]
     pub load_weights: Option<PathBuf>,
     /// Continue from a checkpoint: `latest` (the default) in the manifest's checkpoint
-    /// directory, a checkpoint directory, or another checkpoint root.
-    #[arg(long, value_name = "latest|PATH", num_args = 0..=1, default_missing_value = "latest")]
+    /// directory, a checkpoint directory, or another checkpoint root; `auto`: from the
+    /// newest checkpoint that verifies when there is one, else start fresh (`run.resume`).
+    #[arg(long, value_name = "latest|auto|PATH", num_args = 0..=1, default_missing_value = "latest")]
     pub resume: Option<String>,
     /// Resume although the manifest or plugins changed compatibly (more epochs, another log
     /// interval, a rebuilt plugin); other changes are always refused.
@@ -167,6 +170,11 @@ pub struct RunArgs {
     /// Print only errors.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Start N data-parallel ranks on this machine (torchrun's variables, a free loopback
+    /// port), each line of their output prefixed `[rank R] `; exits with the code of the first
+    /// rank that fails. Several machines: torchrun (see the README).
+    #[arg(long, value_name = "N", conflicts_with = "smoke")]
+    pub nproc: Option<usize>,
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
@@ -417,6 +425,11 @@ impl GeneratedSplits {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Run(RunArgs {
+            nproc: Some(nproc),
+            quiet,
+            ..
+        }) => launch::launch(nproc, quiet),
         Command::Run(args) => run_manifest(args),
         Command::Transform(args) => transform(args),
         Command::Predict(args) => predict(args),
@@ -581,19 +594,25 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         progress: std::io::stdout().is_terminal(),
     };
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
-    if let Some(path) = &args.load_weights {
+    // Decided before the weights are touched: with `auto`, --load-weights is for a fresh start.
+    let resume_from =
+        match checkpoint::resume_request(args.resume.as_deref(), &manifest, args.smoke) {
+            Some(request) => checkpoint::resume_source(&manifest, request, quiet)?,
+            None => None,
+        };
+    if let (None, Some(path)) = (&resume_from, &args.load_weights) {
         crate::system::weights::load(&mut estimator.network, path)?;
     }
     if let Some(membership) = &membership {
         let group = join_group(membership, &manifest)?;
         estimator.join(group, &manifest)?;
     }
-    if let Some(request) = &args.resume {
+    if let Some(path) = &resume_from {
         let options = crate::estimator::checkpointing::ResumeOptions {
             allow_changes: args.allow_changes,
             epochs: args.epochs,
         };
-        checkpoint::resume(&mut estimator, &manifest, request, options, quiet)?;
+        checkpoint::resume(&mut estimator, path, options, quiet)?;
     }
     if let Some(dir) = &smoke_dir {
         estimator.test = false;

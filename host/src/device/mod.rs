@@ -94,8 +94,32 @@ pub fn resolve(request: Request) -> Result<Device> {
     }
 }
 
-/// What `fe-host devices` prints: libtorch's view, the driver's list of GPUs, and the CUDA
-/// and cuDNN versions libtorch was built with.
+/// The process-group backends this fe-host can join. The shim (csrc/dist.cpp) builds c10d's
+/// Gloo group only; NCCL is named when CUDA is usable so the line says what is missing.
+fn process_groups(inventory: &Inventory) -> String {
+    let nccl = if inventory.cuda_devices > 0 {
+        "nccl: CUDA is usable, but fe-host's engine joins Gloo groups only for now"
+    } else {
+        "nccl: needs CUDA, and none is usable here"
+    };
+    format!("process groups: gloo (CPU); {nccl}\n")
+}
+
+/// This process's place in a process group, from torchrun's variables.
+fn membership_line(vars: &std::collections::HashMap<String, String>) -> String {
+    match crate::dist::membership(vars) {
+        Ok(None) => "rank: one process (torchrun's RANK and WORLD_SIZE are not set)\n".to_owned(),
+        Ok(Some(m)) => format!(
+            "rank: {} of {}, local rank {} of {}, master {}:{}\n",
+            m.rank, m.world, m.local_rank, m.local_world, m.master_addr, m.master_port
+        ),
+        Err(problem) => format!("rank: {problem}\n"),
+    }
+}
+
+/// What `fe-host devices` prints: libtorch's view, the driver's list of GPUs, the CUDA and
+/// cuDNN versions libtorch was built with, the process-group backends, and this process's
+/// rank when torchrun's variables are set.
 pub fn report() -> String {
     let inventory = Inventory::probe();
     let mut out = format!("cpu: {} threads\n", tch::get_num_threads());
@@ -134,8 +158,9 @@ pub fn report() -> String {
         }
         Err(reason) => out.push_str(&format!("driver: {reason}\n")),
     }
-    // The shim (csrc/dist.cpp) builds c10d's Gloo group only; NCCL is not wired in yet.
-    out.push_str("process groups: gloo (CPU)\n");
+    out.push_str(&process_groups(&inventory));
+    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+    out.push_str(&membership_line(&vars));
     out
 }
 

@@ -18,6 +18,7 @@ pub use crate::key_path::{KeyPath, Problem};
 pub use component::ComponentSpec;
 pub use overrides::Override;
 use schema::RawManifest;
+pub use schema::Resume;
 
 use crate::error::{Error, Result};
 use crate::schedule::{signature_epochs, Schedule, Scheduled};
@@ -109,6 +110,8 @@ pub struct RunConfig {
     pub eval_loss: schema::EvalLoss,
     /// How long a data-parallel rank waits for the others.
     pub process_group_timeout: std::time::Duration,
+    /// Whether the run continues from its newest checkpoint by itself.
+    pub resume: schema::Resume,
 }
 
 /// `[plugins]`, with paths resolved against the manifest's directory.

@@ -115,6 +115,22 @@ pub struct RawRun {
     /// before giving up, naming what it waited for; torch.distributed's 1800 when absent.
     #[serde(default)]
     pub process_group_timeout: Option<u64>,
+    /// `never` (default): start fresh unless `--resume` says otherwise; `auto`: continue from
+    /// the newest checkpoint that verifies when there is one (what a job restarted by
+    /// `torchrun --max-restarts` or a scheduler needs), else start fresh.
+    #[serde(default)]
+    pub resume: Resume,
+}
+
+/// `run.resume`: whether a run continues from its checkpoints by itself.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Resume {
+    /// Start fresh unless `--resume` is given.
+    #[default]
+    Never,
+    /// Continue from the newest valid checkpoint when there is one.
+    Auto,
 }
 
 /// How evaluation losses are averaged over an epoch.
@@ -149,6 +165,7 @@ impl Default for RawRun {
             log_dir: None,
             eval_loss: EvalLoss::PerSample,
             process_group_timeout: None,
+            resume: Resume::Never,
         }
     }
 }

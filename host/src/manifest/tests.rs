@@ -128,3 +128,17 @@ fn process_group_timeout_is_seconds_and_at_least_one() {
         "{msg}"
     );
 }
+
+#[test]
+fn resume_is_never_auto_or_an_error_at_its_line() {
+    assert_eq!(parse(MINIMAL).unwrap().run.resume, Resume::Never);
+    let m = parse(&format!("[run]\nresume = \"auto\"\n{MINIMAL}")).unwrap();
+    assert_eq!(m.run.resume, Resume::Auto);
+    let msg = message(&format!("[run]\nresume = \"always\"\n{MINIMAL}"));
+    assert!(
+        msg.starts_with("m.toml:2:10: run.resume:")
+            && msg.contains("`auto`")
+            && msg.contains("`never`"),
+        "{msg}"
+    );
+}

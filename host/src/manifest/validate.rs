@@ -172,6 +172,7 @@ pub(super) fn validate(
             log_dir: raw.run.log_dir.as_ref().map(|d| dir.join(d)),
             eval_loss: raw.run.eval_loss,
             process_group_timeout: process_group_timeout(raw.run.process_group_timeout, problems),
+            resume: raw.run.resume,
         },
         plugins,
         pipeline: PipelineConfig {

@@ -1,0 +1,391 @@
+//! `fe-host run --nproc N` (local ranks with torchrun's variables) and `run.resume = "auto"`
+//! (what a job restarted by torchrun or a scheduler needs to continue by itself).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::util::{fe_host, lenet_manifest, root, run_failing, Run, TempDir};
+
+/// LeNet on the small digits, 3 epochs of 6 steps, a checkpoint every 4 steps and every epoch
+/// (all kept), evaluation cut to 2 steps.
+fn manifest(resume: &str) -> String {
+    lenet_manifest(
+        3,
+        "\n[checkpoint]\ndir = \"ckpt\"\nevery_steps = 4\nevery_epochs = 1\n",
+    )
+    .replace(
+        "log_steps = 50",
+        &format!("log_steps = 2\ntrain_steps_per_epoch = 6\neval_steps_per_epoch = 2{resume}"),
+    )
+}
+
+/// [`manifest`] for two ranks: a short process-group timeout, and the fixture trace that
+/// kills a rank where `FE_TEST_KILL=<rank>:<step>` says.
+fn two_rank_manifest(resume: &str) -> String {
+    manifest(&format!("{resume}\nprocess_group_timeout = 60"))
+        + "\n[[traces]]\ntrace = \"KillRank\"\n"
+}
+
+/// Runs `fe-host run m.toml args...` in `dir`.
+fn run_in(dir: &Path, args: &[&str]) -> Run {
+    fe_host()
+        .current_dir(dir)
+        .args(["run", "m.toml"])
+        .args(args)
+        .output()
+        .unwrap()
+        .into()
+}
+
+/// `dir/name` holding `text` as m.toml.
+fn run_dir(dir: &TempDir, name: &str, text: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::write(path.join("m.toml"), text).unwrap();
+    path
+}
+
+fn weights(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join("weights/lenet.safetensors")).unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn nproc_zero_inside_a_rank_or_with_smoke_is_refused() {
+    let dir = TempDir::new("nproc-refused");
+    let path = dir.write("m.toml", &lenet_manifest(1, ""));
+    let path = path.to_string_lossy();
+    let out = run_failing(&["run", &path, "--nproc", "0"], 2);
+    assert_eq!(
+        out.stderr.trim(),
+        "error: --nproc must be at least 1 (the number of ranks to start on this machine)"
+    );
+    let out = run_failing(&["run", &path, "--nproc", "2", "--smoke"], 2);
+    assert_contains!(out.stderr, "'--nproc <N>' cannot be used with '--smoke'");
+    for (name, value) in [("RANK", "0"), ("LOCAL_RANK", "1"), ("WORLD_SIZE", "2")] {
+        let out: Run = fe_host()
+            .env(name, value)
+            .args(["run", &path, "--nproc", "2"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert_eq!(
+            out.stderr.trim(),
+            format!(
+                "error: --nproc starts ranks itself, but this process already is one ({name}={value} \
+                 is set, as torchrun sets it): drop --nproc, or unset torchrun's variables"
+            )
+        );
+        assert!(out.stdout.is_empty(), "nothing started: {}", out.stdout);
+    }
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "nothing but the manifest was written");
+}
+
+#[test]
+fn every_rank_prefixes_its_lines_and_the_launcher_exits_with_the_failing_code() {
+    let dir = TempDir::new("nproc-prefix");
+    let path = dir.write("m.toml", "[run]\nepochs = \"three\"\n");
+    let out: Run = fe_host()
+        .args(["run", &path.to_string_lossy(), "--nproc", "2"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert_contains!(
+        out.stdout,
+        "fe-host launch: 2 ranks on this machine, rendezvous at 127.0.0.1:"
+    );
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stderr);
+    for rank in 0..2 {
+        let expected = format!(
+            "[rank {rank}] error: {}:2:10: run.epochs: must be a whole number, not string \"three\"",
+            path.display()
+        );
+        assert!(lines[..2].contains(&expected.as_str()), "{}", out.stderr);
+    }
+    let last = lines[2];
+    assert!(
+        last.starts_with("error: rank ")
+            && last.contains(" of 2 exited with code 2, the first to fail"),
+        "{last}"
+    );
+}
+
+#[test]
+fn resume_auto_starts_fresh_without_a_checkpoint_and_continues_from_the_newest_valid_one() {
+    let dir = TempDir::new("resume-auto");
+    let text = manifest("\nresume = \"auto\"");
+    // Uninterrupted: no checkpoint yet, so it starts fresh and trains all 18 steps.
+    let whole = run_dir(&dir, "whole", &text);
+    let out = run_in(&whole, &["--save-weights", "weights"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "fe-host resume: no checkpoint in ");
+    assert_contains!(out.stdout, "starting fresh;");
+    // A job that crashed after step 8 and was started again with the same command line: its
+    // checkpoints up to step 8, and a step-12 one damaged by the crash.
+    let restarted = run_dir(&dir, "restarted", &text);
+    copy_dir(&whole.join("ckpt"), &restarted.join("ckpt"));
+    for entry in std::fs::read_dir(restarted.join("ckpt")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let step: Option<u64> = name
+            .strip_prefix("ckpt-")
+            .and_then(|rest| rest.split('.').next()?.parse().ok());
+        if step.is_some_and(|step| step > 8) && name != "ckpt-12" {
+            std::fs::remove_dir_all(restarted.join("ckpt").join(name)).unwrap();
+        }
+    }
+    std::fs::write(restarted.join("ckpt/latest"), "ckpt-12\n").unwrap();
+    std::fs::write(
+        restarted.join("ckpt/ckpt-12/models/lenet.safetensors"),
+        b"torn",
+    )
+    .unwrap();
+    let out = run_in(&restarted, &["--save-weights", "weights"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_contains!(out.stderr, "warning: skipping a damaged checkpoint: ");
+    assert_contains!(out.stderr, "ckpt-12/models/lenet.safetensors");
+    assert_contains!(
+        out.stdout,
+        "ckpt-8: step 8, inside epoch 2 (2 batches done);"
+    );
+    assert!(
+        weights(&whole) == weights(&restarted),
+        "the restarted run ends with the uninterrupted run's weights"
+    );
+    assert!(restarted.join("ckpt/.damaged-ckpt-12").is_dir());
+    assert!(restarted.join("ckpt/ckpt-12/MANIFEST.json").is_file());
+}
+
+#[test]
+fn resume_auto_flag_continues_a_run_whose_manifest_never_named_it() {
+    // `run.resume` is how a run starts, not what it computes: a checkpoint written without it
+    // resumes with it (or with the flag) without --allow-changes.
+    let dir = TempDir::new("resume-auto-flag");
+    let text = manifest("");
+    let first = run_dir(&dir, "first", &text);
+    let out = run_in(&first, &["--epochs", "1", "-q"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = run_in(&first, &["--resume", "auto", "--epochs", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "ckpt-6: step 6, after epoch 1;");
+    let out = run_in(&first, &["--set", "run.resume=\"auto\"", "--epochs", "3"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "ckpt-12.1: step 12, after epoch 2;");
+    let out = run_in(&first, &["--set", "run.resume=\"sometimes\""]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_contains!(out.stderr, "run.resume: unknown variant `sometimes`");
+}
+
+#[test]
+fn resume_auto_refuses_a_folder_whose_every_checkpoint_is_damaged() {
+    let dir = TempDir::new("resume-auto-damaged");
+    let text = manifest("\nresume = \"auto\"");
+    let first = run_dir(&dir, "first", &text);
+    let out = run_in(&first, &["--epochs", "1", "-q"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for name in ["ckpt-4", "ckpt-6"] {
+        std::fs::write(first.join("ckpt").join(name).join("system.json"), b"{}").unwrap();
+    }
+    let out = run_in(&first, &[]);
+    assert_eq!(out.code, 6, "{}{}", out.stdout, out.stderr);
+    assert_contains!(
+        out.stderr,
+        "none of its 2 checkpoints verifies; resume one by name after repairing it, or move them away to start fresh"
+    );
+}
+
+#[test]
+fn devices_shows_the_rank_torchruns_variables_give() {
+    let out: Run = fe_host()
+        .args(["devices"])
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .env("LOCAL_RANK", "1")
+        .env("LOCAL_WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "10.0.0.5")
+        .env("MASTER_PORT", "29500")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "process groups: gloo (CPU); nccl: ");
+    assert_contains!(
+        out.stdout,
+        "rank: 1 of 2, local rank 1 of 2, master 10.0.0.5:29500\n"
+    );
+    let alone = crate::util::run(&["devices"]);
+    assert_contains!(
+        alone.stdout,
+        "rank: one process (torchrun's RANK and WORLD_SIZE are not set)"
+    );
+}
+
+#[test]
+fn nproc_two_ends_with_the_weights_torchrun_gives_and_only_rank_0_speaks() {
+    let dir = TempDir::new("nproc-weights");
+    let text = two_rank_manifest("");
+    let ours = run_dir(&dir, "nproc", &text);
+    // One thread per rank in both: torchrun's default, and results independent of the cores.
+    let out = run_in(
+        &ours,
+        &[
+            "--nproc",
+            "2",
+            "--threads",
+            "1",
+            "--save-weights",
+            "weights",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_contains!(out.stdout, "[rank 0] fe-host train: step: 18;");
+    assert!(!out.stdout.contains("[rank 1] fe-host"), "{}", out.stdout);
+    let theirs = run_dir(&dir, "torchrun", &text);
+    let out: Run = Command::new("timeout")
+        .arg("300")
+        .arg(root().join(".venv/bin/torchrun"))
+        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
+        .arg(env!("CARGO_BIN_EXE_fe-host"))
+        .args([
+            "run",
+            "m.toml",
+            "--threads",
+            "1",
+            "--save-weights",
+            "weights",
+        ])
+        .current_dir(&theirs)
+        .env_remove("FE_PLUGIN_PATH")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        weights(&ours) == weights(&theirs),
+        "--nproc 2 and torchrun differ"
+    );
+}
+
+#[test]
+fn a_killed_rank_ends_the_others_and_sets_the_launchers_exit_code() {
+    let dir = TempDir::new("nproc-killed");
+    let lost = run_dir(&dir, "lost", &two_rank_manifest(""));
+    let out: Run = fe_host()
+        .current_dir(&lost)
+        .args(["run", "m.toml", "--nproc", "2"])
+        .env("FE_TEST_KILL", "1:10")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 128 + 9, "{}{}", out.stdout, out.stderr);
+    assert_contains!(out.stderr, "[rank 0] error: rank 0 of 2: ");
+    assert_eq!(
+        out.stderr.trim_end().lines().last().unwrap(),
+        "error: rank 1 of 2 was killed by signal 9 (SIGKILL), the first to fail; any still running were stopped"
+    );
+    let verify = crate::util::run(&["checkpoint", "verify", &lost.join("ckpt").to_string_lossy()]);
+    assert_eq!(verify.code, 0, "{}", verify.stderr);
+}
+
+#[test]
+fn torchrun_max_restarts_with_resume_auto_ends_with_the_uninterrupted_weights() {
+    let dir = TempDir::new("elastic");
+    let text = two_rank_manifest("\nresume = \"auto\"");
+    let whole = run_dir(&dir, "whole", &text);
+    let out = run_in(&whole, &["--nproc", "2", "--save-weights", "weights"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // Rank 1 dies at step 10 in the first attempt only (a fault, not a property of the run);
+    // torchrun restarts both ranks with the same command line, which continues by itself.
+    let restarted = run_dir(&dir, "restarted", &text);
+    let once = restarted.join("kill-once.sh");
+    std::fs::write(
+        &once,
+        format!(
+            "#!/bin/sh\n[ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && export FE_TEST_KILL=1:10\nexec {} \"$@\"\n",
+            env!("CARGO_BIN_EXE_fe-host")
+        ),
+    )
+    .unwrap();
+    let out: Run = Command::new("timeout")
+        .arg("300")
+        .arg(root().join(".venv/bin/torchrun"))
+        .args([
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "1",
+        ])
+        .args(["--no-python", "sh"])
+        .arg(&once)
+        .args(["run", "m.toml", "--save-weights", "weights"])
+        .current_dir(&restarted)
+        .env_remove("FE_PLUGIN_PATH")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert_contains!(all, "rank 1 is lost");
+    assert_contains!(all, "ckpt-8: step 8, inside epoch 2 (2 batches done);");
+    assert!(
+        weights(&whole) == weights(&restarted),
+        "the restarted job ends elsewhere"
+    );
+}
+
+#[test]
+fn sigterm_to_the_launcher_reaches_every_rank_which_checkpoint_and_stop_resumable() {
+    let dir = TempDir::new("nproc-sigterm");
+    // Long enough that the signal always arrives mid-run.
+    let text = two_rank_manifest("").replace("epochs = 3", "epochs = 30");
+    let path = run_dir(&dir, "run", &text);
+    let mut launcher = fe_host()
+        .current_dir(&path)
+        .args(["run", "m.toml", "--nproc", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = launcher.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let started = line.starts_with("[rank 0] fe-host train: step: 4;");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(launcher.id() as libc::pid_t, libc::SIGTERM) };
+    seen.extend(lines.map(Result::unwrap));
+    let out: Run = launcher.wait_with_output().unwrap().into();
+    let stdout = seen.join("\n");
+    assert_eq!(out.code, 75, "{stdout}\n{}", out.stderr);
+    assert_contains!(out.stderr, "[rank 0] fe-host stopped: SIGTERM after step ");
+    assert_contains!(
+        out.stderr.trim_end().lines().last().unwrap(),
+        "fe-host stopped: rank "
+    );
+    assert!(!out.stderr.contains("error:"), "{}", out.stderr);
+    let resumed = run_in(&path, &["--nproc", "2", "--resume", "-q"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+}
