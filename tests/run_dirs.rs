@@ -259,3 +259,24 @@ fn a_run_that_fails_at_start_leaves_no_version_behind() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert_eq!(entries(dir), ["m.toml"], "nothing left behind");
 }
+
+#[test]
+fn resume_auto_continues_the_latest_version_only_when_it_has_checkpoints() {
+    let dir = TempDir::new("runs-auto");
+    let two_epochs = versioned().replace("epochs = 1", "epochs = 2");
+    dir.write("m.toml", &two_epochs.replace("epochs = 2", "epochs = 1"));
+    // A first job ends after epoch 1 with a checkpoint in version_0.
+    run_in(dir.path(), &["run", "m.toml"]);
+    let root = dir.path().join("runs/lenet");
+    dir.write("m.toml", &two_epochs);
+    // Restarted with resume = auto (what an elastic restart does): it continues in version_0.
+    let out = run_in(dir.path(), &["run", "m.toml", "--resume", "auto", "--allow-changes"]);
+    assert_contains!(out.stdout, "fe-host resume:");
+    assert!(!root.join("version_1").exists(), "{}", out.stdout);
+    assert!(root.join("version_0/checkpoints/ckpt-8").is_dir());
+    // A version without checkpoints is never written into by a fresh start: a new one is made.
+    std::fs::remove_dir_all(root.join("version_0/checkpoints")).unwrap();
+    let out = run_in(dir.path(), &["run", "m.toml", "--resume", "auto"]);
+    assert_contains!(out.stdout, "starting fresh");
+    assert!(root.join("version_1").is_dir(), "{}", out.stdout);
+}

@@ -573,7 +573,10 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     check_before_building(&manifest, args.threads, from_flag)?;
     let version = match smoke_dir {
         Some(_) => None,
-        None => versions::choose(&mut manifest, named_root, args.resume.as_deref())?,
+        None => {
+            let request = checkpoint::resume_request(args.resume.as_deref(), &manifest, false);
+            versions::choose(&mut manifest, named_root, request)?
+        }
     };
     // Every rank resolves the version (a resume reads its checkpoints from it); rank 0 alone
     // makes it, points `latest` at it and removes it after a failed start.

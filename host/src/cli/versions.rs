@@ -91,6 +91,7 @@ pub fn choose(
     let requested = match (from_env, resume) {
         (Some(version), _) => Some(version),
         (None, None) => None,
+        (None, Some(super::checkpoint::AUTO)) => auto_version(manifest, (&from, &root))?,
         (None, Some(request)) => resumed_version(manifest, (&from, &root), request)?,
     };
     let dir = RunDir::choose(&root, requested)?;
@@ -105,6 +106,28 @@ pub fn choose(
             .map(Path::to_path_buf)
             .collect(),
     }))
+}
+
+/// `resume = "auto"` (an elastic restart, say): the latest version when its checkpoint folder
+/// holds something to continue from, else a new version — never a fresh start written into a
+/// finished run's version. Checkpoints kept outside the root are found where they are.
+fn auto_version(manifest: &Manifest, (named, root): (&Path, &Path)) -> Result<Option<u32>> {
+    let Some(version) = run_dir::latest(root)? else {
+        return Ok(None);
+    };
+    let dir = RunDir {
+        root: root.to_path_buf(),
+        version,
+    }
+    .path();
+    let inside = match &manifest.checkpoint {
+        None => Some(dir.join("checkpoints")),
+        Some(config) => run_dir::relocate(&config.dir, named, &dir),
+    };
+    let holds_checkpoints = inside
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .is_some_and(|mut entries| entries.next().is_some());
+    Ok(holds_checkpoints.then_some(version))
 }
 
 /// The version a resumed run appends to: `latest` resumes the latest version when the
