@@ -14,6 +14,7 @@ mod pipeline;
 pub use pipeline::PipelineArgs;
 mod scaffold;
 pub use scaffold::NewPluginArgs;
+mod summary;
 
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
@@ -91,6 +92,10 @@ pub struct LogsArgs {
     /// The plot to write: `.svg` or `.png`.
     #[arg(long, value_name = "FILE", default_value = "logs.svg")]
     pub out: PathBuf,
+    /// Plot every logged key, bookkeeping included (times, speeds, `min_*`, `since_best_*`);
+    /// by default only losses, metrics and learning rates.
+    #[arg(long)]
+    pub all_keys: bool,
 }
 
 /// `--set KEY=VALUE` overrides of manifest values.
@@ -485,7 +490,10 @@ pub fn run(cli: Cli) -> Result<()> {
                     names.join(", ")
                 )));
             }
-            crate::report::write_plot(&runs, &args.out)?;
+            let options = crate::report::PlotOptions {
+                all_keys: args.all_keys,
+            };
+            crate::report::plot::write_plot_with(&runs, &args.out, options)?;
             let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
             println!(
                 "plotted {} run(s) ({}) to {}",
@@ -623,7 +631,9 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         .map(|_| ());
     }
     if outcome.is_ok() && !args.quiet {
-        print_saved(&estimator, &args.manifest);
+        for line in summary::lines(&estimator, &manifest, &args.manifest) {
+            println!("{line}");
+        }
     }
     if let Some(path) = &args.summary {
         let json = serde_json::to_string_pretty(&estimator.system.summary)
@@ -631,30 +641,6 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }
     outcome
-}
-
-/// The closing lines of a finished run: the models and the checkpoint it left, and the
-/// commands that use them.
-fn print_saved(estimator: &Estimator, manifest: &std::path::Path) {
-    let models: Vec<PathBuf> = estimator
-        .traces
-        .iter()
-        .flat_map(|t| t.saved_models())
-        .collect();
-    let checkpoint = estimator.checkpointing.last_written.as_ref();
-    for model in &models {
-        println!("fe-host saved: model {};", model.display());
-    }
-    let Some(checkpoint) = checkpoint else {
-        return;
-    };
-    let manifest = manifest.display();
-    println!("fe-host saved: checkpoint {};", checkpoint.display());
-    println!("fe-host next: train longer: fe-host run {manifest} --resume --epochs N;");
-    println!(
-        "fe-host next: predict: fe-host predict {manifest} --checkpoint {} --input FILE;",
-        checkpoint.display()
-    );
 }
 
 /// `fe-host run` trains as one process; see [`crate::dist::env::refuse_several_ranks`].

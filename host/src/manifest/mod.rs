@@ -4,6 +4,7 @@
 pub mod component;
 pub mod location;
 pub mod overrides;
+pub mod reference;
 pub mod schema;
 mod syntax;
 mod validate;
@@ -298,10 +299,36 @@ impl Manifest {
     /// place inside that directory.
     pub fn output_path(&self, configured: &Path) -> PathBuf {
         match &self.outputs_into {
-            None => self.dir().join(configured),
+            None => normalized(&self.dir().join(configured)),
             Some(root) => root.join(redirected(configured)),
         }
     }
+}
+
+/// `path` with `.` dropped and each `..` taking away the name before it, so that outputs are
+/// named as people would write them (`runs/lenet`, not `examples/../runs/lenet`). Lexical:
+/// a `..` after a symbolic link means the same place only when the link is not followed,
+/// which is how manifests' relative paths are meant. A leading `..` stays.
+pub fn normalized(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
+            other => out.push(other),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
 }
 
 /// `configured` as a relative path that stays inside the directory it is joined to: `..`
@@ -333,6 +360,18 @@ mod output_tests {
             Path::new("abs/log.csv")
         );
         assert_eq!(redirected(Path::new("./tb")), Path::new("tb"));
+    }
+
+    #[test]
+    fn output_paths_are_named_as_people_write_them() {
+        let n = |p: &str| normalized(Path::new(p));
+        assert_eq!(n("examples/../runs/lenet"), Path::new("runs/lenet"));
+        assert_eq!(n("./examples/./x/../y"), Path::new("examples/y"));
+        assert_eq!(n("../data/x"), Path::new("../data/x"));
+        assert_eq!(n("a/../../b"), Path::new("../b"));
+        assert_eq!(n("/work/x/../y"), Path::new("/work/y"));
+        assert_eq!(n("/.."), Path::new("/"));
+        assert_eq!(n("a/.."), Path::new("."));
     }
 }
 
