@@ -7,6 +7,9 @@ cd "$root"
 bash scripts/env.sh
 
 cargo build --workspace
+# Builds from before the test-fixture plugin became a cargo example left it next to fe-host,
+# where every run would find it (tests load it from target/debug/examples/).
+rm -f target/debug/libfe_faulty.so
 
 if [ ! -f data/digits/MANIFEST ]; then
     target/debug/fe-host datagen digits --out data/digits
@@ -16,3 +19,8 @@ fi
 # `bash scripts/setup.sh --resume` continues the latest one. The run's last lines say where
 # its best model and checkpoint are, and how to go on from them.
 target/debug/fe-host run examples/lenet.toml "$@"
+
+case ":$PATH:" in
+    *":$root/target/debug:"*) ;;
+    *) echo "fe-host setup: to run fe-host from anywhere: export PATH=\"$root/target/debug:\$PATH\"   (or install it: bash scripts/install.sh ~/.local)" ;;
+esac

@@ -117,8 +117,13 @@ fn write_files(dir: &Path, files: Option<&Value>) -> Result<(), String> {
 fn run_in(dir: &Path, exe: &Path, args: &[String], env: &Table) -> Run {
     ensure_plugins();
     let mut command = std::process::Command::new(exe);
+    // The test-fixture plugin for cases run by the build's fe-host; a lone copy finds nothing.
+    if exe == Path::new(env!("CARGO_BIN_EXE_fe-host")) {
+        command.env("FE_PLUGIN_PATH", crate::util::fixture_plugin());
+    } else {
+        command.env_remove("FE_PLUGIN_PATH");
+    }
     command
-        .env_remove("FE_PLUGIN_PATH")
         .env("RUST_BACKTRACE", "1")
         .current_dir(dir)
         .args(args);

@@ -270,7 +270,10 @@ fn resume_auto_continues_the_latest_version_only_when_it_has_checkpoints() {
     let root = dir.path().join("runs/lenet");
     dir.write("m.toml", &two_epochs);
     // Restarted with resume = auto (what an elastic restart does): it continues in version_0.
-    let out = run_in(dir.path(), &["run", "m.toml", "--resume", "auto", "--allow-changes"]);
+    let out = run_in(
+        dir.path(),
+        &["run", "m.toml", "--resume", "auto", "--allow-changes"],
+    );
     assert_contains!(out.stdout, "fe-host resume:");
     assert!(!root.join("version_1").exists(), "{}", out.stdout);
     assert!(root.join("version_0/checkpoints/ckpt-8").is_dir());

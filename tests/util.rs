@@ -99,25 +99,37 @@ impl Drop for TempDir {
     }
 }
 
-/// The workspace plugins exist (cargo test builds them, but a filtered run may not have).
+/// The workspace plugins and the test-fixture plugin exist (cargo test builds them, but a
+/// filtered run may not have).
 pub fn ensure_plugins() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let status = Command::new(env!("CARGO"))
             .args(["build", "--workspace", "--lib", "--quiet"])
+            .args(["--example", "fe_faulty"])
             .current_dir(root())
             .status()
             .expect("run cargo build");
         assert!(status.success(), "building the workspace plugins failed");
+        // Builds from before the fixture became an example left it next to fe-host, where
+        // every run would find it.
+        let _ = std::fs::remove_file(plugin_dir().join("libfe_faulty.so"));
     });
 }
 
-/// A `fe-host` command with the workspace plugins available.
+/// The test-fixture plugin (`Panic`, `BadMatmul`, ...: tests/fixtures/faulty-plugin). Built as
+/// an example, into `target/<profile>/examples/`, out of the directory users' runs search:
+/// only the tests name it, in `FE_PLUGIN_PATH`.
+pub fn fixture_plugin() -> PathBuf {
+    plugin_dir().join("examples/libfe_faulty.so")
+}
+
+/// A `fe-host` command with the workspace plugins and the test-fixture plugin available.
 pub fn fe_host() -> Command {
     ensure_plugins();
     let mut command = Command::new(env!("CARGO_BIN_EXE_fe-host"));
     command
-        .env_remove("FE_PLUGIN_PATH")
+        .env("FE_PLUGIN_PATH", fixture_plugin())
         .env("RUST_BACKTRACE", "1");
     command
 }

@@ -29,6 +29,10 @@ pub struct LogsArgs {
     /// Plot rates too (`steps/sec`); left out by default.
     #[arg(long)]
     pub rates: bool,
+    /// Plot every logged key, bookkeeping included (times, speeds, `min_*`, `since_best_*`);
+    /// by default only losses, metrics and learning rates.
+    #[arg(long)]
+    pub all_keys: bool,
 }
 
 /// Runs `fe-host logs`.
@@ -66,7 +70,10 @@ pub fn run(args: LogsArgs) -> Result<()> {
             names.join(", ")
         )));
     }
-    crate::report::write_plot(&runs, &args.out)?;
+    let options = crate::report::PlotOptions {
+        all_keys: args.all_keys || args.rates,
+    };
+    crate::report::plot::write_plot_with(&runs, &args.out, options)?;
     let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
     println!(
         "plotted {} run(s) ({}) to {}",

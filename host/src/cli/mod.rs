@@ -16,13 +16,14 @@ pub use pipeline::PipelineArgs;
 mod scaffold;
 pub use scaffold::NewPluginArgs;
 mod logs;
+mod summary;
 mod versions;
 pub use logs::LogsArgs;
 
+use crate::components::load_manifest_registry;
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
 use crate::manifest::Manifest;
-use crate::components::load_manifest_registry;
 use crate::plugins::{default_search_path, render_list};
 
 /// Trains and evaluates deep-learning models described by a TOML manifest; every op, model and
@@ -676,7 +677,9 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         .map(|_| ());
     }
     if outcome.is_ok() && !args.quiet {
-        print_saved(&estimator, &args.manifest);
+        for line in summary::lines(&estimator, &manifest, &args.manifest) {
+            println!("{line}");
+        }
     }
     if let Some(path) = &args.summary {
         let json = serde_json::to_string_pretty(&estimator.system.summary)
@@ -684,30 +687,6 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }
     outcome
-}
-
-/// The closing lines of a finished run: the models and the checkpoint it left, and the
-/// commands that use them.
-fn print_saved(estimator: &Estimator, manifest: &std::path::Path) {
-    let models: Vec<PathBuf> = estimator
-        .traces
-        .iter()
-        .flat_map(|t| t.saved_models())
-        .collect();
-    let checkpoint = estimator.checkpointing.last_written.as_ref();
-    for model in &models {
-        println!("fe-host saved: model {};", model.display());
-    }
-    let Some(checkpoint) = checkpoint else {
-        return;
-    };
-    let manifest = manifest.display();
-    println!("fe-host saved: checkpoint {};", checkpoint.display());
-    println!("fe-host next: train longer: fe-host run {manifest} --resume --epochs N;");
-    println!(
-        "fe-host next: predict: fe-host predict {manifest} --checkpoint {} --input FILE;",
-        checkpoint.display()
-    );
 }
 
 /// This process's place in a data-parallel run, from torchrun's variables (`None`: it trains

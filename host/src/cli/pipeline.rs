@@ -13,11 +13,11 @@ use fe_plugin_api::Mode;
 use tch::{Kind, Tensor};
 
 use super::{OverrideArgs, PluginArgs};
+use crate::components::load_manifest_registry;
 use crate::error::{Error, Result};
 use crate::network::{Batch, KeyId, Keys};
 use crate::pipeline::order::Positions;
 use crate::pipeline::Pipeline;
-use crate::components::load_manifest_registry;
 use crate::plugins::default_search_path;
 
 /// Batches shown when `--batches` is not given.

@@ -49,15 +49,35 @@ impl Logged {
     }
 }
 
-/// Numbers as FastEstimator logs them: up to 4 decimals for ordinary magnitudes.
+/// A logged number for people: integers as integers, four significant digits otherwise, an
+/// exponent only for very small magnitudes.
 pub fn format_number(v: f64) -> String {
-    if v == v.trunc() && v.abs() < 1e15 {
+    let magnitude = v.abs();
+    if !v.is_finite() {
+        format!("{v}")
+    } else if v == v.trunc() && magnitude < 1e15 {
         format!("{}", v as i64)
-    } else if v.abs() >= 1e-3 && v.abs() < 1e6 {
-        let s = format!("{v:.4}");
-        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else if (1e-4..1e5).contains(&magnitude) {
+        // Four significant digits: 2.915, 0.04891, 105.2, 1235.
+        let decimals = (3 - magnitude.log10().floor() as i32).max(0) as usize;
+        trim_zeros(format!("{v:.decimals$}"))
+    } else if magnitude >= 1e5 {
+        format!("{}", v.round() as i64)
     } else {
-        format!("{v:.4e}")
+        let text = format!("{v:.3e}");
+        match text.split_once('e') {
+            Some((mantissa, exponent)) => format!("{}e{exponent}", trim_zeros(mantissa.to_owned())),
+            None => text,
+        }
+    }
+}
+
+/// `0.1000` → `0.1`, `2.000` → `2`; text without a point is left alone.
+fn trim_zeros(text: String) -> String {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
     }
 }
 
@@ -123,7 +143,14 @@ mod tests {
         assert_eq!(format_number(2.0), "2");
         assert_eq!(format_number(0.123456), "0.1235");
         assert_eq!(format_number(0.5), "0.5");
-        assert_eq!(format_number(1.5e-5), "1.5000e-5");
+        assert_eq!(format_number(1.5e-5), "1.5e-5");
+        assert_eq!(format_number(2.91484), "2.915");
+        assert_eq!(format_number(0.0489123), "0.04891");
+        assert_eq!(format_number(105.2345), "105.2");
+        assert_eq!(format_number(1234.567), "1235");
+        assert_eq!(format_number(123456.7), "123457");
+        assert_eq!(format_number(-0.25), "-0.25");
+        assert_eq!(format_number(f64::NAN), "NaN");
     }
 
     #[test]

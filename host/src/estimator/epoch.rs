@@ -91,11 +91,8 @@ impl Estimator {
                 .collect();
             let mut data = Data::default();
             let total = self.pipeline.batches(mode, epoch, &ds_id, steps) as u64;
-            let label = match ds_id.as_str() {
-                "" => format!("epoch {epoch} {mode}"),
-                ds => format!("epoch {epoch} {mode}/{ds}"),
-            };
-            self.progress.start(label, total.saturating_sub(skip));
+            self.progress
+                .start(mode, epoch, &ds_id, total.saturating_sub(skip));
             if mode == Mode::Eval {
                 self.system.set_eval_log_steps(total);
             }

@@ -116,6 +116,7 @@ impl Estimator {
         };
         let mut all = Vec::new();
         let train_losses = loss_names(Mode::Train);
+        let shown_losses = train_losses.iter().map(|(_, name)| name.clone()).collect();
         if pipeline.has_mode(Mode::Train, total_epochs) {
             all.push(TraceSlot::host(
                 "TrainEssential",
@@ -214,7 +215,11 @@ impl Estimator {
             test: true,
             stop: crate::stop::StopRequest::default(),
             log_dir: manifest.run.log_dir.clone(),
-            progress: progress::Progress::new(options.progress && !options.quiet),
+            progress: progress::Progress::new(
+                options.progress && !options.quiet,
+                total_epochs,
+                shown_losses,
+            ),
         };
         estimator.check_keys(manifest)?;
         Ok(estimator)
@@ -361,10 +366,8 @@ impl Estimator {
             history: crate::report::without_rates(self.system.summary.history.clone()),
         };
         let path = dir.join(PLOT_FILE);
-        crate::report::write_plot(&[run], &path)?;
-        let line = format!("fe-host plot: {}", path.display());
-        self.print(&line);
-        Ok(())
+        // The run's closing summary names the plot (cli/summary.rs).
+        crate::report::write_plot(&[run], &path)
     }
 
     fn close_trial(&mut self) -> Result<()> {
@@ -377,9 +380,15 @@ impl Estimator {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Training steps per second over all training epochs (time spent in evaluation excluded).
+    /// Training steps per second over the training epochs this process ran (time spent in
+    /// evaluation excluded; after a resume, the steps the checkpoint had done are not counted).
     pub fn train_steps_per_second(&self) -> Option<f64> {
-        (self.train_seconds > 0.0 && self.system.global_step > 0)
-            .then(|| self.system.global_step as f64 / self.train_seconds)
+        let (steps, _) = self.progress.train_steps_run();
+        (self.train_seconds > 0.0 && steps > 0).then(|| steps as f64 / self.train_seconds)
+    }
+
+    /// The epoch whose evaluation ended at global step `step`, if one did.
+    pub fn epoch_evaluated_at(&self, step: u64) -> Option<u32> {
+        self.progress.epoch_at(step)
     }
 }

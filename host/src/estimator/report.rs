@@ -26,10 +26,14 @@ impl Estimator {
         let mut line = format!("fe-host {mode}: step: {step}; ");
         if with_epoch {
             line.push_str(&format!("epoch: {}; ", self.system.epoch_idx));
+            if mode == Mode::Eval {
+                self.progress.eval_epoch_end(self.system.epoch_idx, step);
+            }
         }
         for entry in data.logged() {
             if let Some(value) = entry.value.as_f64() {
                 self.system.summary.record(mode, &entry.key, step, value);
+                self.progress.observe(mode, &entry.key, value);
             }
             line.push_str(&format!("{}: {}; ", entry.key, entry.value.render()));
         }
@@ -65,6 +69,7 @@ impl Estimator {
             format!("epochs: {}", self.system.total_epochs),
             format!("batch_size: {}", self.pipeline.batch_size_at(1)),
         ];
+        let mut epoch_steps = [0, 0];
         for mode in Mode::ALL {
             for ds_id in self.pipeline.ds_ids(mode, 1) {
                 let name = if ds_id.is_empty() {
@@ -75,12 +80,18 @@ impl Estimator {
                 let steps =
                     self.pipeline
                         .batches(mode, 1, &ds_id, self.system.steps_per_epoch(mode));
+                match mode {
+                    Mode::Train => epoch_steps[0] += steps as u64,
+                    Mode::Eval => epoch_steps[1] += steps as u64,
+                    _ => {}
+                }
                 parts.push(format!(
                     "{name}: {} samples, {steps} steps/epoch",
                     self.pipeline.samples(mode, 1, &ds_id)
                 ));
             }
         }
+        self.progress.plan(epoch_steps[0], epoch_steps[1]);
         let line = format!("fe-host start: {};", parts.join("; "));
         self.print(&line);
     }
@@ -107,7 +118,11 @@ impl Estimator {
                 self.system.global_step,
                 rate,
             );
-            parts.push(format!("train steps/sec: {}", data::format_number(rate)));
+            let (steps, _) = self.progress.train_steps_run();
+            parts.push(format!(
+                "train steps/sec: {} ({steps} steps run)",
+                data::format_number(rate)
+            ));
         }
         let line = format!("fe-host finish: {};", parts.join("; "));
         self.print(&line);

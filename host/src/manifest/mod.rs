@@ -4,6 +4,7 @@
 pub mod component;
 pub mod location;
 pub mod overrides;
+pub mod reference;
 pub mod schema;
 mod syntax;
 mod validate;
@@ -303,7 +304,7 @@ impl Manifest {
     /// the manifest): there, or with [`Manifest::outputs_into`] set, at the same relative
     /// place inside that directory.
     pub fn output_path(&self, configured: &Path) -> PathBuf {
-        let named = self.dir().join(configured);
+        let named = normalized(&self.dir().join(configured));
         match (&self.outputs_into, &self.outputs_moved) {
             (Some(root), _) => root.join(redirected(configured)),
             (None, Some((from, to))) => crate::run_dir::relocate(&named, from, to).unwrap_or(named),
@@ -322,6 +323,32 @@ impl Manifest {
         self.run.log_dir = Some(version.to_path_buf());
         self.outputs_moved = Some((root.to_path_buf(), version.to_path_buf()));
     }
+}
+
+/// `path` with `.` dropped and each `..` taking away the name before it, so that outputs are
+/// named as people would write them (`runs/lenet`, not `examples/../runs/lenet`). Lexical:
+/// a `..` after a symbolic link means the same place only when the link is not followed,
+/// which is how manifests' relative paths are meant. A leading `..` stays.
+pub fn normalized(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
+            other => out.push(other),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
 }
 
 /// `configured` as a relative path that stays inside the directory it is joined to: `..`
@@ -353,6 +380,18 @@ mod output_tests {
             Path::new("abs/log.csv")
         );
         assert_eq!(redirected(Path::new("./tb")), Path::new("tb"));
+    }
+
+    #[test]
+    fn output_paths_are_named_as_people_write_them() {
+        let n = |p: &str| normalized(Path::new(p));
+        assert_eq!(n("examples/../runs/lenet"), Path::new("runs/lenet"));
+        assert_eq!(n("./examples/./x/../y"), Path::new("examples/y"));
+        assert_eq!(n("../data/x"), Path::new("../data/x"));
+        assert_eq!(n("a/../../b"), Path::new("../b"));
+        assert_eq!(n("/work/x/../y"), Path::new("/work/y"));
+        assert_eq!(n("/.."), Path::new("/"));
+        assert_eq!(n("a/.."), Path::new("."));
     }
 }
 

@@ -169,7 +169,11 @@ pub(super) fn validate(
             deterministic: raw.run.deterministic,
             cudnn_benchmark: raw.run.cudnn_benchmark,
             eval_log_steps: raw.run.eval_log_steps.clone(),
-            log_dir: raw.run.log_dir.as_ref().map(|d| dir.join(d)),
+            log_dir: raw
+                .run
+                .log_dir
+                .as_ref()
+                .map(|d| super::normalized(&dir.join(d))),
             eval_loss: raw.run.eval_loss,
             process_group_timeout: process_group_timeout(raw.run.process_group_timeout, problems),
             resume: raw.run.resume,
@@ -237,8 +241,10 @@ fn checkpoint_config(
     }
     Some(CheckpointConfig {
         // Absolute, so traces are told where checkpoints are whatever their working directory.
-        dir: std::path::absolute(dir.join(raw.dir.as_deref().unwrap_or("checkpoints")))
-            .unwrap_or_else(|_| dir.join(raw.dir.as_deref().unwrap_or("checkpoints"))),
+        dir: super::normalized(
+            &std::path::absolute(dir.join(raw.dir.as_deref().unwrap_or("checkpoints")))
+                .unwrap_or_else(|_| dir.join(raw.dir.as_deref().unwrap_or("checkpoints"))),
+        ),
         every_epochs: raw.every_epochs,
         every_steps: raw.every_steps,
         keep_last: raw.keep_last.map(|n| n as usize),

@@ -1,6 +1,9 @@
 //! Where plugins are looked for: the manifest's `[plugins] paths`, `--plugin-dir`,
-//! `FE_PLUGIN_PATH`, then the directory holding the fe-host executable. Earlier entries win:
-//! a file name found again later is shadowed, as with `PATH`.
+//! `FE_PLUGIN_PATH`, then the directory holding the fe-host executable (a build tree:
+//! `target/debug/` holds the host and the sample plugins) and the plugin root of an installed
+//! layout, `<prefix>/lib/fe-host/plugins` next to `<prefix>/bin/fe-host` (what
+//! `scripts/install.sh PREFIX` writes). Earlier entries win: a file name found again later is
+//! shadowed, as with `PATH`.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -17,7 +20,12 @@ pub enum Origin {
     Env,
     /// The directory of the fe-host executable.
     ExeDir,
+    /// `../lib/fe-host/plugins` from the directory of the fe-host executable.
+    PluginRoot,
 }
+
+/// The plugin root of an installed layout, relative to the executable's directory.
+pub const PLUGIN_ROOT: &str = "../lib/fe-host/plugins";
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -26,6 +34,7 @@ impl fmt::Display for Origin {
             Origin::Flag => "--plugin-dir",
             Origin::Env => "FE_PLUGIN_PATH",
             Origin::ExeDir => "next to the fe-host executable",
+            Origin::PluginRoot => "the plugin root of the fe-host executable",
         })
     }
 }
@@ -72,6 +81,10 @@ pub fn search_path(
     }
     if let Some(dir) = exe_dir {
         push(dir.to_path_buf(), Origin::ExeDir);
+        push(
+            crate::manifest::normalized(&dir.join(PLUGIN_ROOT)),
+            Origin::PluginRoot,
+        );
     }
     entries
 }
@@ -110,7 +123,7 @@ pub fn candidates(entries: &[SearchEntry]) -> (Vec<Candidate>, Vec<String>, Vec<
             }
         } else if entry.path.is_file() {
             files.push((entry.path.clone(), true));
-        } else if entry.origin != Origin::ExeDir {
+        } else if !matches!(entry.origin, Origin::ExeDir | Origin::PluginRoot) {
             problems.push(format!(
                 "{}: plugin file or directory not found (from {})",
                 entry.path.display(),

@@ -14,6 +14,7 @@ pub mod csv_log;
 mod json;
 pub mod jsonl;
 pub mod plot;
+mod png_text;
 mod proto;
 pub mod tensorboard;
 
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 pub use csv_log::{read_csv, CsvLogger};
 pub use jsonl::{read_jsonl, InstanceId, InstanceRow, JsonlLogger};
-pub use plot::{render_svg, write_plot, RunHistory};
+pub use plot::{render_svg, write_plot, PlotOptions, RunHistory};
 pub use proto::{crc32c, masked_crc32c};
 pub use tensorboard::{read_events, Event, EventWriter, SummaryValue};
 

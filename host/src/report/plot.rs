@@ -42,11 +42,40 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Writes the plot of `runs` to `path`, as SVG or PNG by the path's extension.
+/// What a plot shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlotOptions {
+    /// Every logged key gets a panel, bookkeeping included (see [`is_bookkeeping`]); by
+    /// default only the values a person watches: losses, metrics, learning rates.
+    pub all_keys: bool,
+}
+
+/// Whether `key` is bookkeeping rather than a value a person watches: times and speeds
+/// (`epoch_time(sec)`, `steps/sec`, `train_samples/sec`, `steps/sec (overall)`) and the
+/// trackers of another logged value (`since_best_ce`, `min_ce`, `max_accuracy`).
+pub fn is_bookkeeping(key: &str, logged: &[String]) -> bool {
+    let tracks_another = |prefix: &str| {
+        key.strip_prefix(prefix)
+            .is_some_and(|rest| logged.iter().any(|k| k == rest))
+    };
+    key.ends_with("(sec)")
+        || key.contains("/sec")
+        || key.starts_with("since_best_")
+        || tracks_another("min_")
+        || tracks_another("max_")
+}
+
+/// Writes the plot of `runs` to `path`, as SVG or PNG by the path's extension, with the
+/// values a person watches (see [`PlotOptions`]).
 pub fn write_plot(runs: &[RunHistory], path: &Path) -> Result<()> {
+    write_plot_with(runs, path, PlotOptions::default())
+}
+
+/// [`write_plot`] with `options`.
+pub fn write_plot_with(runs: &[RunHistory], path: &Path, options: PlotOptions) -> Result<()> {
     let bytes = match path.extension().and_then(|e| e.to_str()) {
-        Some("svg") => render_svg(runs)?.into_bytes(),
-        Some("png") => render_png(runs)?,
+        Some("svg") => render_svg_with(runs, options)?.into_bytes(),
+        Some("png") => render_png_with(runs, options)?,
         _ => {
             return Err(Error::Usage(format!(
                 "{}: plots are .svg or .png files",
@@ -60,9 +89,14 @@ pub fn write_plot(runs: &[RunHistory], path: &Path) -> Result<()> {
     std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
 }
 
-/// The plot of `runs` as an SVG document.
+/// The plot of `runs` as an SVG document, with the default [`PlotOptions`].
 pub fn render_svg(runs: &[RunHistory]) -> Result<String> {
-    let layout = Layout::of(runs)?;
+    render_svg_with(runs, PlotOptions::default())
+}
+
+/// The plot of `runs` as an SVG document.
+pub fn render_svg_with(runs: &[RunHistory], options: PlotOptions) -> Result<String> {
+    let layout = Layout::of(runs, options)?;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, layout.size).into_drawing_area();
@@ -72,13 +106,19 @@ pub fn render_svg(runs: &[RunHistory]) -> Result<String> {
     Ok(svg)
 }
 
-/// The plot of `runs` as a PNG file's bytes.
+/// The plot of `runs` as a PNG file's bytes, with the default [`PlotOptions`].
 pub fn render_png(runs: &[RunHistory]) -> Result<Vec<u8>> {
-    let layout = Layout::of(runs)?;
+    render_png_with(runs, PlotOptions::default())
+}
+
+/// The plot of `runs` as a PNG file's bytes.
+pub fn render_png_with(runs: &[RunHistory], options: PlotOptions) -> Result<Vec<u8>> {
+    let layout = Layout::of(runs, options)?;
     let (width, height) = layout.size;
     let mut rgb = vec![0u8; width as usize * height as usize * 3];
     {
-        let root = BitMapBackend::with_buffer(&mut rgb, layout.size).into_drawing_area();
+        let root = super::png_text::GlyphText(BitMapBackend::with_buffer(&mut rgb, layout.size))
+            .into_drawing_area();
         draw(&root, runs, &layout)?;
         root.present().map_err(drawing)?;
     }
@@ -100,10 +140,13 @@ struct Layout {
     keys: Vec<String>,
     /// Every (run index, mode) with a value anywhere; its position picks its colour.
     lines: Vec<(usize, String)>,
+    /// The legend's rows, each the indices (into `lines`) of its entries. The legend sits
+    /// between the title and the panels, so it never covers a line's newest points.
+    legend: Vec<Vec<usize>>,
 }
 
 impl Layout {
-    fn of(runs: &[RunHistory]) -> Result<Self> {
+    fn of(runs: &[RunHistory], options: PlotOptions) -> Result<Self> {
         let mut keys: Vec<String> = Vec::new();
         let mut lines = Vec::new();
         for (run, record) in runs.iter().enumerate() {
@@ -128,20 +171,74 @@ impl Layout {
                 "nothing to plot: the runs logged no values".into(),
             ));
         }
+        if !options.all_keys {
+            let watched: Vec<String> = keys
+                .iter()
+                .filter(|k| !is_bookkeeping(k, &keys))
+                .cloned()
+                .collect();
+            // A run that logged bookkeeping alone still gets a plot of it.
+            if !watched.is_empty() {
+                keys = watched;
+            }
+        }
         // Near-square grid, wider than tall (ceil of the square root columns).
         let cols = (1..).find(|c| c * c >= keys.len()).unwrap_or(1);
         let rows = keys.len().div_ceil(cols);
+        let width = PANEL_WIDTH * cols as u32;
+        let labels: Vec<String> = lines.iter().map(|l| line_label(runs, l)).collect();
+        let legend = legend_rows(&labels, width);
         let size = (
-            PANEL_WIDTH * cols as u32,
-            TITLE_HEIGHT + PANEL_HEIGHT * rows as u32,
+            width,
+            TITLE_HEIGHT + LEGEND_ROW_HEIGHT * legend.len() as u32 + PANEL_HEIGHT * rows as u32,
         );
         Ok(Self {
             size,
             grid: (rows, cols),
             keys,
             lines,
+            legend,
         })
     }
+}
+
+const LEGEND_ROW_HEIGHT: u32 = 24;
+const LEGEND_FONT: u32 = 14;
+/// The legend's sample line and the gap after it, in pixels.
+const LEGEND_SAMPLE: u32 = 26;
+const LEGEND_GAP: u32 = 22;
+
+/// A line's label: its mode, prefixed by its run's name when there are several runs.
+fn line_label(runs: &[RunHistory], (run, mode): &(usize, String)) -> String {
+    if runs.len() == 1 {
+        mode.clone()
+    } else {
+        format!("{}: {mode}", runs[*run].name)
+    }
+}
+
+/// The legend entries packed into rows no wider than `width`, in order. Widths are estimated
+/// from the text (the same for both backends, so the layout is a function of the input).
+fn legend_rows(labels: &[String], width: u32) -> Vec<Vec<usize>> {
+    let mut rows: Vec<Vec<usize>> = Vec::new();
+    let mut used = width;
+    for (index, label) in labels.iter().enumerate() {
+        let entry = LEGEND_SAMPLE + text_width(label) + LEGEND_GAP;
+        if used + entry > width.saturating_sub(20) || rows.is_empty() {
+            rows.push(Vec::new());
+            used = 20;
+        }
+        used += entry;
+        if let Some(row) = rows.last_mut() {
+            row.push(index);
+        }
+    }
+    rows
+}
+
+/// Noto Sans at the legend's size averages a little over half the size per character.
+fn text_width(text: &str) -> u32 {
+    (text.chars().count() as u32 * LEGEND_FONT * 58).div_ceil(100)
 }
 
 /// Modes in run order (train, eval, test, infer), then any others alphabetically.
@@ -191,9 +288,56 @@ where
         many => format!("{} runs: {}", many.len(), many.join(", ")),
     };
     let body = root.titled(&title, ("sans-serif", 22)).map_err(drawing)?;
-    let panels = body.split_evenly(layout.grid);
+    let legend_height = LEGEND_ROW_HEIGHT * layout.legend.len() as u32;
+    let (legend, panels_area) = body.split_vertically(legend_height);
+    draw_legend(&legend, runs, layout)?;
+    let panels = panels_area.split_evenly(layout.grid);
     for (key, panel) in layout.keys.iter().zip(&panels) {
         draw_panel(panel, key, runs, layout)?;
+    }
+    Ok(())
+}
+
+/// One row of entries per legend row, centred: a short line in the colour, then the label.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    runs: &[RunHistory],
+    layout: &Layout,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let font = ("sans-serif", LEGEND_FONT).into_font().color(&BLACK);
+    let width = layout.size.0 as i32;
+    for (row, entries) in layout.legend.iter().enumerate() {
+        let labels: Vec<String> = entries
+            .iter()
+            .map(|&i| line_label(runs, &layout.lines[i]))
+            .collect();
+        let total: u32 = labels
+            .iter()
+            .map(|l| LEGEND_SAMPLE + text_width(l) + LEGEND_GAP)
+            .sum::<u32>()
+            - LEGEND_GAP;
+        let mut x = (width - total as i32) / 2;
+        let y = (LEGEND_ROW_HEIGHT * row as u32 + LEGEND_ROW_HEIGHT / 2) as i32;
+        for (&index, label) in entries.iter().zip(&labels) {
+            let color = PALETTE[index % PALETTE.len()];
+            area.draw(&PathElement::new(
+                vec![(x, y), (x + LEGEND_SAMPLE as i32 - 8, y)],
+                color.stroke_width(2),
+            ))
+            .map_err(drawing)?;
+            // Text hangs from its top; its x-height centred on the sample line.
+            let text_y = y - LEGEND_FONT as i32 / 2 + 3;
+            area.draw(&Text::new(
+                label.clone(),
+                (x + LEGEND_SAMPLE as i32, text_y),
+                font.clone(),
+            ))
+            .map_err(drawing)?;
+            x += (LEGEND_SAMPLE + text_width(label) + LEGEND_GAP) as i32;
+        }
     }
     Ok(())
 }
@@ -201,8 +345,47 @@ where
 /// One (run, mode)'s values of one key.
 struct Line {
     color: RGBColor,
-    label: String,
     points: Vec<(f64, f64)>,
+}
+
+/// Draws `$series` on a chart built by `$builder` over `$x` and `$y`: the same code for a
+/// linear and a logarithmic value axis, whose chart types differ.
+macro_rules! draw_chart {
+    ($builder:expr, $x:expr, $y:expr, $series:expr) => {{
+        let mut chart = $builder.build_cartesian_2d($x, $y).map_err(drawing)?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .x_labels(6)
+            .y_labels(6)
+            .x_label_formatter(&|step| format!("{}", step.round() as i64))
+            .y_label_formatter(&|value| tick(*value))
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
+            .bold_line_style(BLACK.mix(0.12))
+            .light_line_style(TRANSPARENT)
+            .draw()
+            .map_err(drawing)?;
+        for Line { color, points } in $series {
+            let style = color.stroke_width(2);
+            // A single point makes no line: mark it so the value shows.
+            let markers = if points.len() == 1 {
+                points.clone()
+            } else {
+                Vec::new()
+            };
+            chart
+                .draw_series(LineSeries::new(points, style))
+                .map_err(drawing)?;
+            chart
+                .draw_series(
+                    markers
+                        .into_iter()
+                        .map(|p| Circle::new(p, 3, color.filled())),
+                )
+                .map_err(drawing)?;
+        }
+    }};
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -228,74 +411,41 @@ where
                 .filter(|(_, v)| v.is_finite())
                 .map(|(&step, &v)| (step as f64, v))
                 .collect();
-            let label = if runs.len() == 1 {
-                mode.clone()
-            } else {
-                format!("{}: {mode}", runs[*run].name)
-            };
             Some(Line {
                 color: PALETTE[index % PALETTE.len()],
-                label,
                 points,
             })
         })
         .collect();
     let points = series.iter().flat_map(|line| &line.points);
     let x = padded(points.clone().map(|p| p.0), 0.0);
-    let y = padded(points.map(|p| p.1), 0.05);
-
-    let mut chart = ChartBuilder::on(panel)
-        .caption(key, ("sans-serif", 18))
+    let log = log_range(points.clone().map(|p| p.1));
+    let caption = if log.is_some() {
+        format!("{key} (log scale)")
+    } else {
+        key.to_owned()
+    };
+    let mut builder = ChartBuilder::on(panel);
+    builder
+        .caption(caption, ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(36)
-        .y_label_area_size(64)
-        .build_cartesian_2d(x, y)
-        .map_err(drawing)?;
-    chart
-        .configure_mesh()
-        .x_desc("step")
-        .x_labels(6)
-        .y_labels(6)
-        .x_label_formatter(&|step| format!("{}", step.round() as i64))
-        .y_label_formatter(&|value| tick(*value))
-        .bold_line_style(BLACK.mix(0.12))
-        .light_line_style(TRANSPARENT)
-        .draw()
-        .map_err(drawing)?;
-    for Line {
-        color,
-        label,
-        points,
-    } in series
-    {
-        let style = color.stroke_width(2);
-        let markers = if points.len() == 1 {
-            points.clone()
-        } else {
-            Vec::new()
-        };
-        chart
-            .draw_series(LineSeries::new(points, style))
-            .map_err(drawing)?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-        // A single point makes no line: mark it so the value shows.
-        chart
-            .draw_series(
-                markers
-                    .into_iter()
-                    .map(|p| Circle::new(p, 3, color.filled())),
-            )
-            .map_err(drawing)?;
+        .y_label_area_size(64);
+    match log {
+        Some(y) => draw_chart!(builder, x, y.log_scale(), series),
+        None => draw_chart!(builder, x, padded(points.map(|p| p.1), 0.05), series),
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(drawing)
+    Ok(())
+}
+
+/// A logarithmic value axis for values that are all positive and span more than two decades
+/// (a loss falling from 2.3 to 0.01, a decaying learning rate), where a linear axis would
+/// flatten everything after the first steps; `None` for the rest.
+fn log_range(values: impl Iterator<Item = f64>) -> Option<Range<f64>> {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    (lo > 0.0 && hi / lo > 100.0).then(|| lo / 1.25..hi * 1.25)
 }
 
 /// The range of `values` widened by `margin` of its width on each side; a single value (or
@@ -321,7 +471,8 @@ fn padded(values: impl Iterator<Item = f64>, margin: f64) -> Range<f64> {
 /// never `-0`.
 fn tick(value: f64) -> String {
     let magnitude = value.abs();
-    if magnitude == 0.0 {
+    // Below 1e-12 a tick is zero give or take rounding (`-5.6e-17` on a constant-0 axis).
+    if magnitude < 1e-12 {
         return "0".into();
     }
     if !(1e-3..1e5).contains(&magnitude) {
@@ -461,7 +612,7 @@ mod tests {
         let svg = render_svg(&two_runs()).unwrap();
         assert_well_formed(&svg);
         assert!(
-            svg.starts_with("<svg width=\"960\" height=\"724\""),
+            svg.starts_with("<svg width=\"960\" height=\"748\""),
             "{}",
             &svg[..80]
         );
@@ -477,21 +628,17 @@ mod tests {
                 "{title}: {texts:?}"
             );
         }
-        // One legend entry per panel the line is in.
-        for (label, panels) in [
-            ("a: train", 2),
-            ("a: eval", 2),
-            ("b &amp; &lt;c&gt;: train", 1),
-            ("b &amp; &lt;c&gt;: eval", 1),
-            ("b &amp; &lt;c&gt;: test", 1),
+        // One legend above the panels, an entry per line.
+        for label in [
+            "a: train",
+            "a: eval",
+            "b &amp; &lt;c&gt;: train",
+            "b &amp; &lt;c&gt;: eval",
+            "b &amp; &lt;c&gt;: test",
         ] {
-            assert_eq!(
-                texts.iter().filter(|t| **t == label).count(),
-                panels,
-                "{label}"
-            );
+            assert_eq!(texts.iter().filter(|t| **t == label).count(), 1, "{label}");
         }
-        // Each (run, mode) keeps its colour across panels; each line has one legend sample.
+        // Each (run, mode) keeps its colour across panels, and has one legend sample.
         // a/train: ce, lr; a/eval: accuracy, ce; b/train: ce; b/eval, b/test: accuracy.
         for (color, lines) in [
             ("#1F77B4", 2),
@@ -500,9 +647,9 @@ mod tests {
             ("#D62728", 1),
             ("#9467BD", 1),
         ] {
-            assert_eq!(polylines(&svg, color).len(), 2 * lines, "{color}");
+            assert_eq!(polylines(&svg, color).len(), lines + 1, "{color}");
         }
-        assert_eq!(svg.matches("stroke-width=\"2\"").count(), 14);
+        assert_eq!(svg.matches("stroke-width=\"2\"").count(), 12);
         // b/train's NaN at step 200 is left out: two points; b's single-point lines get markers.
         assert_eq!(polylines(&svg, "#2CA02C")[0].matches(',').count(), 2);
         assert_eq!(svg.matches("<circle").count(), 2);
@@ -534,7 +681,7 @@ mod tests {
             std::fs::File::open(&png_path).unwrap(),
         ));
         let reader = decoder.read_info().unwrap();
-        assert_eq!((reader.info().width, reader.info().height), (960, 724));
+        assert_eq!((reader.info().width, reader.info().height), (960, 748));
         let svg_path = dir.path().join("cmp.svg");
         write_plot(&runs, &svg_path).unwrap();
         assert_eq!(
@@ -554,11 +701,80 @@ mod tests {
     fn one_panel_needs_one_cell_and_degenerate_ranges_get_a_scale() {
         let one = [run("solo", &[("eval", "accuracy", 5, 0.5)])];
         let svg = render_svg(&one).unwrap();
-        assert!(svg.starts_with("<svg width=\"480\" height=\"384\""));
+        assert!(svg.starts_with("<svg width=\"480\" height=\"408\""));
         assert!(svg.contains("\neval\n</text>") && !svg.contains("solo: eval"));
         assert_eq!(padded([3.0, 3.0].into_iter(), 0.05), 1.5..4.5);
         assert_eq!(padded(std::iter::empty(), 0.05), 0.0..1.0);
         assert_eq!(padded([0.0, 10.0].into_iter(), 0.1), -1.0..11.0);
+    }
+
+    #[test]
+    fn bookkeeping_is_left_out_unless_all_keys_are_asked_for() {
+        let logged: Vec<String> = [
+            "ce",
+            "accuracy",
+            "lenet_lr",
+            "min_ce",
+            "max_accuracy",
+            "min_x",
+        ]
+        .map(String::from)
+        .to_vec();
+        for key in [
+            "epoch_time(sec)",
+            "steps/sec",
+            "steps/sec (overall)",
+            "eval_samples/sec",
+        ] {
+            assert!(is_bookkeeping(key, &logged), "{key}");
+        }
+        for key in ["since_best_ce", "min_ce", "max_accuracy"] {
+            assert!(is_bookkeeping(key, &logged), "{key}");
+        }
+        // `min_x` tracks nothing logged: a value of its own.
+        for key in ["ce", "accuracy", "lenet_lr", "min_x"] {
+            assert!(!is_bookkeeping(key, &logged), "{key}");
+        }
+        let runs = [run(
+            "r",
+            &[
+                ("train", "ce", 1, 2.0),
+                ("train", "steps/sec", 1, 50.0),
+                ("eval", "ce", 1, 1.0),
+                ("eval", "min_ce", 1, 1.0),
+            ],
+        )];
+        let default = Layout::of(&runs, PlotOptions::default()).unwrap();
+        assert_eq!(default.keys, ["ce"]);
+        let all = Layout::of(&runs, PlotOptions { all_keys: true }).unwrap();
+        assert_eq!(all.keys, ["ce", "min_ce", "steps/sec"]);
+        // Bookkeeping alone is still plotted.
+        let only = [run("r", &[("train", "steps/sec", 1, 50.0)])];
+        assert_eq!(
+            Layout::of(&only, PlotOptions::default()).unwrap().keys,
+            ["steps/sec"]
+        );
+    }
+
+    #[test]
+    fn a_falling_loss_gets_a_log_axis_and_a_legend_row_holds_what_fits() {
+        let range = log_range([2.3, 0.01].into_iter()).unwrap();
+        assert!(range.start < 0.01 && range.end > 2.3, "{range:?}");
+        assert_eq!(log_range([2.3, 0.1].into_iter()), None);
+        assert_eq!(log_range([1.0, 0.0].into_iter()), None);
+        let svg = render_svg(&[run(
+            "r",
+            &[("train", "ce", 1, 2.3), ("train", "ce", 9, 0.01)],
+        )])
+        .unwrap();
+        assert!(svg.contains("\nce (log scale)\n</text>"));
+        let labels: Vec<String> = (0..12).map(|i| format!("run {i}: train")).collect();
+        let rows = legend_rows(&labels, 960);
+        assert!(
+            rows.len() > 1 && rows.iter().all(|r| !r.is_empty()),
+            "{rows:?}"
+        );
+        assert_eq!(rows.concat(), (0..12).collect::<Vec<_>>());
     }
 
     #[test]
@@ -567,6 +783,7 @@ mod tests {
         assert_eq!(tick(0.97351), "0.9735");
         assert_eq!(tick(1250.0), "1250");
         assert_eq!(tick(-0.0), "0");
+        assert_eq!(tick(-5.551115123125783e-17), "0");
         assert_eq!(tick(2.5e-5), "2.5e-5");
         assert_eq!(padded([0.001, 0.001].into_iter(), 0.05), 0.0005..0.0015);
         assert_eq!(padded([0.0].into_iter(), 0.05), -0.5..0.5);
