@@ -586,6 +586,13 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
     let device = device(args.device.as_deref(), &manifest)?;
+    if let (Some(membership), true) = (&membership, device.is_cuda()) {
+        // Every rank would otherwise share one GPU through Gloo, untested: say so instead.
+        return Err(Error::Usage(format!(
+            "rank {} of {} would train on {device:?}, but data-parallel training runs on CPU ranks only for now (NCCL is not wired in); pass --device cpu",
+            membership.rank, membership.world
+        )));
+    }
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_manifest_registry(&search, &manifest)?;
     if let Some(membership) = &membership {
