@@ -362,7 +362,7 @@ fn a_lost_rank_is_named_and_a_restart_resumes_to_the_uninterrupted_weights() {
 fn a_hung_rank_is_named_within_the_timeout() {
     let dir = TempDir::new("dp-hung");
     let text = manifest(SGD, 32, 1, KILL_TRACE)
-        .replace("process_group_timeout = 60", "process_group_timeout = 5");
+        .replace("process_group_timeout = 60", "process_group_timeout = 20");
     let path = dir.write("m.toml", &text);
     let path = path.to_string_lossy();
     let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", "1:3:STOP")]);
