@@ -69,18 +69,18 @@ fn a_finished_run_ends_with_its_best_value_what_it_wrote_and_the_commands_to_go_
                 step / 3
             )
             .as_str(),
-            "fe-host saved: model runs/lenet/best/lenet_best_ce.safetensors;",
-            "fe-host saved: checkpoint runs/lenet/checkpoints/ckpt-6;",
-            "fe-host saved: logs runs/lenet/log.jsonl; plot runs/lenet/metrics.svg;",
+            "fe-host saved: model runs/lenet/version_0/best/lenet_best_ce.safetensors;",
+            "fe-host saved: checkpoint runs/lenet/version_0/checkpoints/ckpt-6;",
+            "fe-host saved: logs runs/lenet/version_0/log.jsonl; plot runs/lenet/version_0/metrics.svg;",
             "fe-host next: train longer: fe-host run examples/lenet.toml --resume --epochs N;",
-            "fe-host next: predict: fe-host predict examples/lenet.toml --checkpoint runs/lenet/checkpoints/ckpt-6 --input FILE;",
+            "fe-host next: predict: fe-host predict examples/lenet.toml --checkpoint runs/lenet/version_0/checkpoints/ckpt-6 --input FILE;",
         ]
     );
     for file in [
-        "runs/lenet/best/lenet_best_ce.safetensors",
-        "runs/lenet/checkpoints/ckpt-6/MANIFEST.json",
-        "runs/lenet/log.jsonl",
-        "runs/lenet/metrics.svg",
+        "runs/lenet/version_0/best/lenet_best_ce.safetensors",
+        "runs/lenet/version_0/checkpoints/ckpt-6/MANIFEST.json",
+        "runs/lenet/version_0/log.jsonl",
+        "runs/lenet/version_0/metrics.svg",
     ] {
         assert!(dir.path().join(file).is_file(), "{file}");
     }
@@ -93,7 +93,7 @@ fn a_finished_run_ends_with_its_best_value_what_it_wrote_and_the_commands_to_go_
     assert!(lines[0].ends_with("(3 steps run);"), "{}", lines[0]);
     assert_contains!(
         out.stdout,
-        "fe-host saved: checkpoint runs/lenet/checkpoints/ckpt-9;"
+        "fe-host saved: checkpoint runs/lenet/version_0/checkpoints/ckpt-9;"
     );
 }
 
@@ -112,7 +112,8 @@ fn the_run_plot_shows_losses_metrics_and_learning_rates_and_all_keys_on_request(
     copy_example(&dir, "lenet");
     small_digits(&dir);
     lenet(&dir, &["--epochs", "2"]);
-    let svg = std::fs::read_to_string(dir.path().join("runs/lenet/metrics.svg")).expect("plot");
+    let svg =
+        std::fs::read_to_string(dir.path().join("runs/lenet/version_0/metrics.svg")).expect("plot");
     let texts = panels(&svg);
     for watched in ["ce", "accuracy", "lenet_lr"] {
         assert!(texts.iter().any(|t| t == watched), "{watched}: {texts:?}");

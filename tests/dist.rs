@@ -241,7 +241,7 @@ fn torchrun() -> Command {
     command
         .arg("300")
         .arg(root().join(".venv/bin/torchrun"))
-        .env_remove("FE_PLUGIN_PATH");
+        .env("FE_PLUGIN_PATH", crate::util::fixture_plugin());
     command
 }
 

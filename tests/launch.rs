@@ -271,7 +271,7 @@ fn nproc_two_ends_with_the_weights_torchrun_gives_and_only_rank_0_speaks() {
             "weights",
         ])
         .current_dir(&theirs)
-        .env_remove("FE_PLUGIN_PATH")
+        .env("FE_PLUGIN_PATH", crate::util::fixture_plugin())
         .output()
         .unwrap()
         .into();
@@ -336,7 +336,7 @@ fn torchrun_max_restarts_with_resume_auto_ends_with_the_uninterrupted_weights() 
         .arg(&once)
         .args(["run", "m.toml", "--save-weights", "weights"])
         .current_dir(&restarted)
-        .env_remove("FE_PLUGIN_PATH")
+        .env("FE_PLUGIN_PATH", crate::util::fixture_plugin())
         .output()
         .unwrap()
         .into();

@@ -49,7 +49,7 @@ fn plugin_paths_resolve_against_the_manifest_and_outputs_go_to_the_run_dir() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     let out = run_in(&elsewhere, &["run", &manifest.to_string_lossy()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let report = std::fs::read_to_string(experiment.join("logs/report.txt")).unwrap();
+    let report = std::fs::read_to_string(experiment.join("logs/version_0/report.txt")).unwrap();
     let manifest_dir = std::path::absolute(&experiment).unwrap();
     assert_eq!(
         report,
