@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
-use crate::util::{fe_host, root, Run, TempDir};
+use crate::util::{fe_host, root, wait_all_within, OutputWithin, Run, TempDir};
 
 /// 640 training samples (20 global batches of 32) and 333 evaluation samples (odd: the ranks'
 /// shares differ), generated once per test run.
@@ -20,9 +20,7 @@ fn data() -> &'static PathBuf {
                 .args([
                     "--train", "640", "--eval", "333", "--test", "0", "--seed", "5",
                 ])
-                .output()
-                .unwrap()
-                .into();
+                .output_within();
             assert_eq!(out.code, 0, "{}", out.stderr);
         }
         dir
@@ -120,10 +118,7 @@ fn spawn_ranks(dir: &TempDir, world: usize, args: &[&str], env: &[(&str, &str)])
 }
 
 fn wait_all(children: Vec<Child>) -> Vec<Run> {
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap().into())
-        .collect()
+    wait_all_within(children)
 }
 
 fn free_port() -> u16 {
@@ -152,12 +147,7 @@ fn train(
         "weights",
     ];
     let runs = if world == 1 {
-        vec![fe_host()
-            .current_dir(dir.path())
-            .args(args)
-            .output()
-            .unwrap()
-            .into()]
+        vec![fe_host().current_dir(dir.path()).args(args).output_within()]
     } else {
         wait_all(spawn_ranks(dir, world, &args, &[]))
     };
@@ -257,9 +247,7 @@ fn torchrun_from_the_venv_trains_two_ranks_like_a_direct_launch() {
         .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
         .arg(env!("CARGO_BIN_EXE_fe-host"))
         .args(["run", &path.to_string_lossy(), "--save-weights", "weights"])
-        .output()
-        .unwrap()
-        .into();
+        .output_within();
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(max_difference(&expected, &weights(&dir.path().join("weights"))) <= 1e-6);
 }
@@ -342,9 +330,7 @@ fn a_lost_rank_is_named_and_a_restart_resumes_to_the_uninterrupted_weights() {
             "verify",
             &dir.path().join("ckpts").to_string_lossy(),
         ])
-        .output()
-        .unwrap()
-        .into();
+        .output_within();
     assert_eq!(verify.code, 0, "{}", verify.stderr);
 
     let args = ["run", &*path, "--resume", "--save-weights", "weights"];
@@ -367,7 +353,7 @@ fn a_hung_rank_is_named_within_the_timeout() {
     let path = path.to_string_lossy();
     let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", "1:3:STOP")]);
     let hung = children.pop().unwrap();
-    let rank0: Run = children.pop().unwrap().wait_with_output().unwrap().into();
+    let rank0 = wait_all_within(children).remove(0);
     // SAFETY: kill(2) on a child we started and have not reaped.
     unsafe { libc::kill(hung.id() as libc::pid_t, libc::SIGKILL) };
     let _ = hung.wait_with_output();
@@ -384,9 +370,7 @@ fn render_shows_the_world_size_and_each_ranks_batch() {
     let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
     let out: Run = fe_host()
         .args(["render", &path.to_string_lossy(), "--nproc", "2"])
-        .output()
-        .unwrap()
-        .into();
+        .output_within();
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_contains!(
         out.stdout,
@@ -403,9 +387,7 @@ fn render_shows_the_world_size_and_each_ranks_batch() {
     let odd = dir.write("odd.toml", &manifest(SGD, 30, 1, ""));
     let out: Run = fe_host()
         .args(["render", &odd.to_string_lossy(), "--nproc", "4"])
-        .output()
-        .unwrap()
-        .into();
+        .output_within();
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_contains!(
         out.stderr,
@@ -463,9 +445,7 @@ fn a_two_rank_checkpoint_resumes_in_one_process() {
     let out: Run = fe_host()
         .current_dir(dir.path())
         .args(["run", &path, "--resume", "--summary", "summary.json"])
-        .output()
-        .unwrap()
-        .into();
+        .output_within();
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let summary = summary(dir.path());
     assert_eq!(last_step(&summary), 40);
@@ -498,9 +478,7 @@ fn smoke_is_refused_as_one_rank_of_several() {
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", "29999")
         .args(["run", &path.to_string_lossy(), "--smoke"])
-        .output()
-        .unwrap()
-        .into();
+        .output_within();
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_contains!(
         out.stderr,
@@ -518,9 +496,7 @@ fn a_malformed_rank_variable_is_named() {
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", "29999")
         .args(["run", &path.to_string_lossy()])
-        .output()
-        .unwrap()
-        .into();
+        .output_within();
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_eq!(
         out.stderr.trim(),

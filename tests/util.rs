@@ -154,6 +154,62 @@ impl From<Output> for Run {
     }
 }
 
+/// How long a test of several processes (ranks, a launcher) may take before it is killed: a
+/// hang then fails the test in minutes instead of stalling CI.
+pub const PROCESSES_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Waits for every child (each in its own thread, so no pipe fills while another is waited
+/// for), killing those still running after [`PROCESSES_LIMIT`]; then fails the test.
+pub fn wait_all_within(children: Vec<std::process::Child>) -> Vec<Run> {
+    let pids: Vec<i32> = children.iter().map(|c| c.id() as i32).collect();
+    let waiters: Vec<_> = children
+        .into_iter()
+        .map(|child| std::thread::spawn(move || Run::from(child.wait_with_output().unwrap())))
+        .collect();
+    let deadline = std::time::Instant::now() + PROCESSES_LIMIT;
+    let mut timed_out = false;
+    while !waiters.iter().all(|w| w.is_finished()) {
+        if std::time::Instant::now() > deadline {
+            for (pid, waiter) in pids.iter().zip(&waiters) {
+                if !waiter.is_finished() {
+                    // SAFETY: kill(2) on a child of this test that has not been reaped.
+                    unsafe { libc::kill(*pid, libc::SIGKILL) };
+                }
+            }
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let runs: Vec<Run> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+    if timed_out {
+        let stderr: Vec<&str> = runs.iter().map(|r| r.stderr.as_str()).collect();
+        panic!(
+            "killed after {PROCESSES_LIMIT:?}:\n{}",
+            stderr.join("\n---\n")
+        );
+    }
+    runs
+}
+
+/// A command's output, killed and failed after [`PROCESSES_LIMIT`] (see [`wait_all_within`]):
+/// for commands that start several processes.
+pub trait OutputWithin {
+    /// Runs it to the end or to the limit.
+    fn output_within(&mut self) -> Run;
+}
+
+impl OutputWithin for Command {
+    fn output_within(&mut self) -> Run {
+        let child = self
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_all_within(vec![child]).remove(0)
+    }
+}
+
 /// Runs `fe-host args...`.
 pub fn run(args: &[&str]) -> Run {
     fe_host().args(args).output().expect("run fe-host").into()
