@@ -45,6 +45,8 @@ fn scripted(name: &str) -> PathBuf {
 
 #[test]
 fn train_and_eval_modes_reach_dropout_and_batch_norm() {
+    // Two dropout draws must differ: no other test may reseed the generator between them.
+    let _lock = crate::shim::global_generator_lock();
     let file = scripted("modes");
     let names = Some(vec!["out".to_owned(), "twice".to_owned()]);
     let mut model = TorchScriptModel::load(&file, Device::Cpu, names).unwrap();
