@@ -615,6 +615,9 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         crate::system::weights::load(&mut estimator.network, path)?;
     }
     if let Some(membership) = &membership {
+        // Before the rendezvous: a rank refusing the batch after it would leave the others
+        // waiting on a store that is gone.
+        (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
         let group = join_group(membership, &manifest)?;
         estimator.join(group, &manifest)?;
     }

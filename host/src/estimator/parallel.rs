@@ -16,10 +16,11 @@ impl Estimator {
     /// Makes this run rank `group.rank()` of a data-parallel run: it reads its share of every
     /// epoch (`batch_size` stays the global batch), starts from rank 0's weights, averages
     /// gradients over the ranks, reduces metrics over them, and writes nothing unless it is
-    /// rank 0. Call it before resuming, so that a checkpoint's per-rank random state wins.
+    /// rank 0. Call it after `pipeline.shard` (refused batch sizes end every rank before any
+    /// waits for another) and before resuming, so that a checkpoint's per-rank random state
+    /// wins.
     pub fn join(&mut self, group: SharedGroup, manifest: &Manifest) -> Result<()> {
-        let (rank, world) = (group.rank(), group.world());
-        self.pipeline.shard(rank, world, manifest)?;
+        let rank = group.rank();
         // One run, one id: the checkpoints rank 0 writes carry it, and a resume checks it.
         let ids = group
             .all_gather_bytes(self.checkpointing.run_id.as_bytes())
