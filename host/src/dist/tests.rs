@@ -189,3 +189,62 @@ fn a_missing_peer_fails_the_join_within_the_timeout() {
         "{error}"
     );
 }
+
+#[test]
+fn the_gradient_all_reduce_carries_the_ranks_overflow_and_signals() {
+    if let Some(outputs) = spawn_ranks(
+        "dist::tests::the_gradient_all_reduce_carries_the_ranks_overflow_and_signals",
+        2,
+        &[],
+    ) {
+        return assert_all_passed(&outputs);
+    }
+    let group = SharedGroup::new(join(Duration::from_secs(60)));
+    let rank = group.rank();
+    let params = [
+        Tensor::zeros([2, 2], (Kind::Float, tch::Device::Cpu)),
+        Tensor::zeros([3], (Kind::Float, tch::Device::Cpu)),
+    ];
+    // Rank 1 never computed the second gradient (an unused parameter): it counts as zeros.
+    let grads = [
+        Tensor::full([2, 2], (rank + 1) as f64, (Kind::Float, tch::Device::Cpu)),
+        if rank == 0 {
+            Tensor::full([3], 4.0, (Kind::Float, tch::Device::Cpu))
+        } else {
+            Tensor::new()
+        },
+    ];
+
+    // Nothing averaged yet: nothing carried.
+    assert_eq!(group.take_carried_signal(), None);
+    let quiet = group.average_gradients(&params, &grads, false).unwrap();
+    assert_eq!(
+        quiet.grads[0],
+        Tensor::full([2, 2], 1.5, (Kind::Float, tch::Device::Cpu))
+    );
+    assert_eq!(
+        quiet.grads[1],
+        Tensor::full([3], 2.0, (Kind::Float, tch::Device::Cpu))
+    );
+    assert!(!quiet.overflow);
+    assert_eq!(group.take_carried_signal(), Some(None));
+    assert_eq!(group.take_carried_signal(), None, "a take clears it");
+
+    // Rank 0 overflowed; rank 1 received SIGTERM: both ranks learn both.
+    if rank == 1 {
+        crate::stop::install();
+        // SAFETY: raising a signal whose handler only sets an atomic and writes a line.
+        unsafe { libc::raise(libc::SIGTERM) };
+    }
+    let loud = group.average_gradients(&params, &grads, rank == 0).unwrap();
+    assert!(loud.overflow);
+    assert_eq!(
+        group.take_carried_signal(),
+        Some(Some(crate::stop::Signal::Terminate))
+    );
+    assert_eq!(
+        loud.grads.len(),
+        2,
+        "the flags are not returned as a gradient"
+    );
+}

@@ -177,10 +177,9 @@ impl ModelSlot {
         let averaged;
         let grads = match &self.sync {
             Some(group) => {
-                if found_inf.is_some() {
-                    overflow = group.any(overflow)?;
-                }
-                averaged = group.average_gradients(&self.params, grads)?;
+                let update = group.average_gradients(&self.params, grads, overflow)?;
+                overflow = update.overflow;
+                averaged = update.grads;
                 &averaged[..]
             }
             None => grads,
