@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use fe_plugin_api::State;
 use tch::{Kind, Tensor};
 
-use super::{ProcessGroup, ReduceOp};
+use super::{Overlap, ProcessGroup, ReduceOp};
 use crate::stop::Signal;
 
 /// Gradients averaged over the ranks, with what the ranks agreed in the same all-reduce.
@@ -90,13 +90,7 @@ impl SharedGroup {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(crate::tch_message)?;
-        let signal = crate::stop::received();
-        let flags = [
-            overflow,
-            signal == Some(Signal::Interrupt),
-            signal == Some(Signal::Terminate),
-        ]
-        .map(|flag| f32::from(u8::from(flag)));
+        let flags = proposals(overflow);
         // In the gradients' dtype, so the flags travel in the last gradient bucket; only
         // whether a sum is above zero is read, which any float dtype keeps.
         let kind = grads.last().map_or(Kind::Float, Tensor::kind);
@@ -114,14 +108,7 @@ impl SharedGroup {
         let [overflow, interrupt, terminate] = flags[..] else {
             return Err("the gradient all-reduce lost its flags".to_owned());
         };
-        let agreed = if terminate > 0.0 {
-            Some(Signal::Terminate)
-        } else if interrupt > 0.0 {
-            Some(Signal::Interrupt)
-        } else {
-            None
-        };
-        self.carried.store(encode_signal(agreed), Ordering::Relaxed);
+        self.carry([overflow, interrupt, terminate]);
         let world = self.world as f64;
         for grad in &mut grads {
             let _ = grad.f_div_scalar_(world).map_err(crate::tch_message)?;
@@ -130,6 +117,45 @@ impl SharedGroup {
             grads,
             overflow: overflow > 0.0,
         })
+    }
+
+    /// Hooks `params` (a model's trainable parameters) so that
+    /// [`SharedGroup::average_during_backward`] can average their gradients while backward
+    /// runs.
+    pub fn overlap(&self, params: &[Tensor]) -> Result<Overlap, String> {
+        Overlap::new(
+            &self.lock(),
+            params,
+            super::overlap::FIRST_BUCKET_BYTES,
+            super::overlap::BUCKET_BYTES,
+        )
+    }
+
+    /// Runs `backward` (the backward pass of one update of the model `overlap` hooks) while
+    /// its gradients are averaged over the ranks, bucket by bucket as they come, and returns
+    /// the averages (one per parameter; zeros for any `backward` did not reach, as in
+    /// [`SharedGroup::average_gradients`]). The last bucket carries the signals, as there.
+    pub fn average_during_backward<T>(
+        &self,
+        overlap: &mut Overlap,
+        backward: impl FnOnce() -> Result<T, String>,
+    ) -> Result<Vec<Tensor>, String> {
+        let mut group = self.lock();
+        let (grads, sums) = overlap.around(&mut group, backward, proposals(false))?;
+        self.carry(sums);
+        Ok(grads)
+    }
+
+    /// Keeps the signal in the sums of [`proposals`] for [`SharedGroup::take_carried_signal`].
+    fn carry(&self, [_, interrupt, terminate]: [f32; 3]) {
+        let agreed = if terminate > 0.0 {
+            Some(Signal::Terminate)
+        } else if interrupt > 0.0 {
+            Some(Signal::Interrupt)
+        } else {
+            None
+        };
+        self.carried.store(encode_signal(agreed), Ordering::Relaxed);
     }
 
     /// The signal the ranks agreed on in the latest gradient all-reduce since the last call
@@ -214,6 +240,18 @@ impl SharedGroup {
     pub fn barrier(&self) -> Result<(), String> {
         self.lock().barrier(true)
     }
+}
+
+/// What a rank adds to a gradient all-reduce besides its gradients: whether they overflowed,
+/// and whether it received SIGINT, SIGTERM (1 or 0 each; only a sum above zero is read).
+fn proposals(overflow: bool) -> [f32; 3] {
+    let signal = crate::stop::received();
+    [
+        overflow,
+        signal == Some(Signal::Interrupt),
+        signal == Some(Signal::Terminate),
+    ]
+    .map(|flag| f32::from(u8::from(flag)))
 }
 
 fn encode_signal(signal: Option<Signal>) -> u8 {
