@@ -48,6 +48,7 @@ fn compile_shim(lib_dir: &Path) {
         .file("csrc/torchscript.cpp")
         .compile("fe_shim");
     compile_dist(&include, abi.trim());
+    compile_nccl(lib_dir, &include, abi.trim());
 }
 
 /// The c10d shim (csrc/dist.cpp, csrc/overlap.cpp). ProcessGroupGloo.hpp declares itself only with
@@ -72,4 +73,68 @@ fn compile_dist(include: &Path, abi: &str) {
         .file("csrc/dist.cpp")
         .file("csrc/overlap.cpp")
         .compile("fe_dist");
+}
+
+/// The NCCL group (csrc/nccl.cpp), built with `USE_C10D_NCCL` when libtorch_cuda is there and
+/// the headers ProcessGroupNCCL.hpp needs are in the wheel's nvidia packages: CUDA's runtime
+/// (its `crt/` and CCCL's `nv/` parts come from nvidia-cuda-crt and nvidia-cuda-cccl, which
+/// scripts/env.sh installs) and NCCL's. Without them it compiles to a refusal that says why.
+fn compile_nccl(lib_dir: &Path, include: &Path, abi: &str) {
+    println!("cargo:rerun-if-changed=csrc/nccl.cpp");
+    println!("cargo::rustc-check-cfg=cfg(fe_nccl)");
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .define("USE_C10D_GLOO", None)
+        .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
+        .file("csrc/nccl.cpp");
+    match nccl_includes(lib_dir) {
+        Ok(dirs) => {
+            build.define("USE_C10D_NCCL", None).includes(dirs);
+            println!("cargo:rustc-cfg=fe_nccl");
+            // c10::cuda::set_device.
+            println!("cargo:rustc-link-lib=dylib=c10_cuda");
+        }
+        Err(missing) => println!("cargo:warning=building without NCCL: {missing}"),
+    }
+    build.compile("fe_nccl");
+}
+
+/// CUDA's and NCCL's include directories in the wheel's site-packages, or what is missing.
+fn nccl_includes(lib_dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+    if !lib_dir.join("libtorch_cuda.so").exists() {
+        return Err("libtorch has no libtorch_cuda.so (a CPU-only build)".into());
+    }
+    let lib_dir =
+        std::fs::canonicalize(lib_dir).map_err(|e| format!("{}: {e}", lib_dir.display()))?;
+    let nvidia = lib_dir
+        .ancestors()
+        .nth(2)
+        .map(|site| site.join("nvidia"))
+        .ok_or("libtorch is not inside a Python site-packages")?;
+    let cuda = std::fs::read_dir(&nvidia)
+        .map_err(|e| format!("{}: {e}", nvidia.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path().join("include")))
+        .find(|dir| dir.join("cuda_runtime.h").exists())
+        .ok_or_else(|| format!("no CUDA runtime headers under {}", nvidia.display()))?;
+    let nccl = nvidia.join("nccl/include");
+    for needed in [
+        cuda.join("crt/host_config.h"),
+        cuda.join("nv/target"),
+        nccl.join("nccl.h"),
+    ] {
+        println!("cargo:rerun-if-changed={}", needed.display());
+        if !needed.exists() {
+            return Err(format!(
+                "{} is missing (scripts/env.sh installs it)",
+                needed.display()
+            ));
+        }
+    }
+    Ok(vec![cuda, nccl])
 }

@@ -56,5 +56,32 @@ else
 fi
 )
 
+# c10d's ProcessGroupNCCL.hpp (host/csrc/nccl.cpp: data parallel on GPUs) includes CUDA's
+# runtime headers, which the torch wheel's nvidia packages carry except for two header-only
+# parts (crt/, and CCCL's nv/target). Installed to match the wheel's CUDA runtime; without them
+# fe-host builds without NCCL and says so (`fe-host devices`). Never fatal.
+ensure_cuda_headers() (
+set -uo pipefail
+venv="$root/.venv"
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+runtime="$("$venv/bin/python" - <<'PY' 2>/dev/null
+import importlib.metadata as m
+for dist in m.distributions():
+    if dist.metadata["Name"] in ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13"):
+        print(dist.version)
+        break
+PY
+)"
+[ -n "$runtime" ] || exit 0
+include="$(ls -d "$site"/nvidia/cu*/include 2>/dev/null | head -n 1)"
+[ -n "$include" ] && [ -f "$include/crt/host_config.h" ] && [ -d "$include/nv" ] && exit 0
+series="$(echo "$runtime" | cut -d. -f1-2)"
+echo "fe-host setup: installing CUDA $series's header-only packages (nvidia-cuda-crt, nvidia-cuda-cccl) for the NCCL process group"
+"$venv/bin/python" -m pip install --disable-pip-version-check --quiet --no-deps \
+    "nvidia-cuda-crt==$series.*" "nvidia-cuda-cccl==$series.*" \
+    || echo "fe-host setup: could not install them; fe-host builds without NCCL (Gloo only)" >&2
+)
+
 ensure_libtorch
 ensure_gloo_headers
+ensure_cuda_headers

@@ -28,7 +28,7 @@ fn data() -> &'static PathBuf {
 }
 
 /// LeNet on [`data`] with `optimizer`, global batch `batch`, `epochs`; `extra` appended.
-fn manifest(optimizer: &str, batch: u32, epochs: u32, extra: &str) -> String {
+pub(crate) fn manifest(optimizer: &str, batch: u32, epochs: u32, extra: &str) -> String {
     let d = data().display();
     format!(
         r#"[run]
@@ -88,7 +88,7 @@ outputs = "accuracy"
     )
 }
 
-const SGD: &str = r#"{ type = "sgd", lr = 0.05 }"#;
+pub(crate) const SGD: &str = r#"{ type = "sgd", lr = 0.05 }"#;
 const ADAM: &str = r#"{ type = "adam", lr = 0.002 }"#;
 
 /// Starts `world` ranks of `fe-host args` in `dir` with torchrun's variables; each rank's
@@ -131,7 +131,7 @@ fn free_port() -> u16 {
 
 /// Trains `manifest` on `world` ranks (1: a plain process) and returns rank 0's summary and
 /// final weights.
-fn train(
+pub(crate) fn train(
     dir: &TempDir,
     world: usize,
     manifest: &str,
@@ -168,7 +168,7 @@ fn weights(dir: &Path) -> Vec<(String, tch::Tensor)> {
 }
 
 /// The largest elementwise difference between two sets of weights.
-fn max_difference(a: &[(String, tch::Tensor)], b: &[(String, tch::Tensor)]) -> f64 {
+pub(crate) fn max_difference(a: &[(String, tch::Tensor)], b: &[(String, tch::Tensor)]) -> f64 {
     assert_eq!(a.len(), b.len());
     a.iter()
         .zip(b)
@@ -180,7 +180,7 @@ fn max_difference(a: &[(String, tch::Tensor)], b: &[(String, tch::Tensor)]) -> f
 }
 
 /// The last logged value of `key` in `mode`.
-fn last(summary: &serde_json::Value, mode: &str, key: &str) -> f64 {
+pub(crate) fn last(summary: &serde_json::Value, mode: &str, key: &str) -> f64 {
     let values = crate::util::values(summary, mode, key);
     *values
         .last()

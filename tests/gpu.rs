@@ -125,3 +125,29 @@ fn float16_overflow_under_merge_grad_skips_the_merged_step_and_backs_off() {
     let scaler = network.models[0].scaler.as_ref().unwrap();
     assert_eq!((scaler.scale, scaler.skipped_steps), (scale / 2.0, 1));
 }
+
+/// Data parallel over NCCL (needs two GPUs): 2 ranks × 16 on cuda:0 and cuda:1 end with the
+/// weights of one process × 32 on cuda:0, and the same evaluation accuracy.
+#[test]
+fn two_gpu_ranks_over_nccl_end_with_the_weights_of_one_gpu_process() {
+    cuda();
+    assert!(
+        tch::Cuda::device_count() >= 2,
+        "data parallel over NCCL needs two GPUs"
+    );
+    let text = crate::dist::manifest(crate::dist::SGD, 32, 1, "").replacen(
+        "[run]\n",
+        "[run]\ndevice = \"cuda\"\ndeterministic = true\n",
+        1,
+    );
+    let one = crate::util::TempDir::new("gpu-dp-one");
+    let two = crate::util::TempDir::new("gpu-dp-two");
+    let (single, single_weights) = crate::dist::train(&one, 1, &text);
+    let (parallel, parallel_weights) = crate::dist::train(&two, 2, &text);
+    let difference = crate::dist::max_difference(&single_weights, &parallel_weights);
+    assert!(difference <= 1e-4, "weights differ by {difference}");
+    assert_eq!(
+        crate::dist::last(&parallel, "eval", "accuracy"),
+        crate::dist::last(&single, "eval", "accuracy")
+    );
+}

@@ -24,16 +24,18 @@ using fe_dist::Group;
 using fe_dist::kBucketBytes;
 using fe_dist::wait;
 
-// Runs `collective` on flat buckets of `tensors` (same dtype within a bucket), then copies the
-// results back into the tensors in place.
+// Runs `collective` on flat buckets of `tensors` (same dtype and device within a bucket) on the
+// group for their device, then copies the results back into the tensors in place.
 template <typename Collective>
 void bucketed(Group &group, at::Tensor **tensors, int count, Collective collective) {
     int start = 0;
     while (start < count) {
         auto dtype = tensors[start]->scalar_type();
+        auto device = tensors[start]->device();
         int64_t bytes = 0;
         int end = start;
         while (end < count && tensors[end]->scalar_type() == dtype &&
+               tensors[end]->device() == device &&
                (end == start || bytes + tensors[end]->nbytes() <= kBucketBytes)) {
             bytes += tensors[end]->nbytes();
             ++end;
@@ -44,7 +46,7 @@ void bucketed(Group &group, at::Tensor **tensors, int count, Collective collecti
             parts.push_back(tensors[i]->detach().reshape({-1}));
         }
         std::vector<at::Tensor> flat{at::cat(parts)};
-        wait(group, collective(flat));
+        wait(group, collective(backend_for(group, flat[0]), flat));
         int64_t offset = 0;
         for (int i = start; i < end; ++i) {
             auto n = tensors[i]->numel();
@@ -63,10 +65,11 @@ extern "C" {
 // hosts the store (rank 0 when nobody else does; under torchrun the agent already does).
 // `device_mode`: 0 = bind gloo to `device_name` as an address, 1 = as an interface name,
 // 2 = the default device (this host's resolved name, else loopback). `prefix` keeps the keys of
-// separate attempts (elastic restarts) apart on a store that outlives them.
+// separate attempts (elastic restarts) apart on a store that outlives them. `cuda_device` >= 0:
+// this rank trains on that GPU and also joins an NCCL group for its CUDA tensors.
 char *fe_dist_join(const char *host, int port, int rank, int world, bool is_server,
                    const char *prefix, int64_t timeout_ms, int device_mode,
-                   const char *device_name, void **out) {
+                   const char *device_name, int cuda_device, void **out) {
     FE_DIST_GUARD({
         auto timeout = std::chrono::milliseconds(timeout_ms);
         c10d::TCPStoreOptions options;
@@ -88,7 +91,11 @@ char *fe_dist_join(const char *host, int port, int rank, int world, bool is_serv
             gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
         }
         auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, gloo_options);
-        *out = new Group{store, gloo, timeout};
+        c10::intrusive_ptr<c10d::Backend> nccl;
+        if (cuda_device >= 0) {
+            nccl = fe_dist::make_nccl(store, rank, world, timeout, cuda_device);
+        }
+        *out = new Group{store, gloo, nccl, timeout};
     })
 }
 
@@ -101,8 +108,8 @@ char *fe_dist_all_reduce(void *handle, at::Tensor **tensors, int count, int op) 
         c10d::AllreduceOptions options;
         options.reduceOp = op == 1 ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
         options.timeout = group.timeout;
-        bucketed(group, tensors, count, [&](std::vector<at::Tensor> &flat) {
-            return group.gloo->allreduce(flat, options);
+        bucketed(group, tensors, count, [&](c10d::Backend &backend, std::vector<at::Tensor> &flat) {
+            return backend.allreduce(flat, options);
         });
     })
 }
@@ -114,8 +121,8 @@ char *fe_dist_broadcast(void *handle, at::Tensor **tensors, int count, int root)
         c10d::BroadcastOptions options;
         options.rootRank = root;
         options.timeout = group.timeout;
-        bucketed(group, tensors, count, [&](std::vector<at::Tensor> &flat) {
-            return group.gloo->broadcast(flat, options);
+        bucketed(group, tensors, count, [&](c10d::Backend &backend, std::vector<at::Tensor> &flat) {
+            return backend.broadcast(flat, options);
         });
     })
 }
@@ -136,7 +143,7 @@ char *fe_dist_all_gather(void *handle, at::Tensor *input, at::Tensor **out) {
         std::vector<at::Tensor> inputs{local};
         c10d::AllgatherOptions options;
         options.timeout = group.timeout;
-        wait(group, group.gloo->allgather(output_lists, inputs, options));
+        wait(group, backend_for(group, local).allgather(output_lists, inputs, options));
         *out = new at::Tensor(at::stack(output_lists[0]));
     })
 }

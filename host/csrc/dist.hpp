@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 namespace fe_dist {
@@ -22,12 +23,31 @@ inline char *dist_error(const std::string &message) {
     return out;
 }
 
-// One rank's membership: the store (kept alive for the group's lifetime) and the group.
+// One rank's membership: the store (kept alive for the group's lifetime) and the groups: Gloo
+// always, and NCCL for a rank training on CUDA (csrc/nccl.cpp).
 struct Group {
     c10::intrusive_ptr<c10d::Store> store;
     c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+    c10::intrusive_ptr<c10d::Backend> nccl;
     std::chrono::milliseconds timeout;
 };
+
+// The group that carries `tensor`'s collectives: NCCL for CUDA tensors, Gloo for the rest.
+inline c10d::Backend &backend_for(const Group &group, const at::Tensor &tensor) {
+    if (tensor.is_cuda()) {
+        if (!group.nccl) {
+            throw std::runtime_error("a CUDA tensor in a collective of a rank without NCCL");
+        }
+        return *group.nccl;
+    }
+    return *group.gloo;
+}
+
+// csrc/nccl.cpp.
+bool nccl_built();
+c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store> &store,
+                                            int rank, int world,
+                                            std::chrono::milliseconds timeout, int device);
 
 // Buckets of at most this many bytes: DDP's default (25 MiB) keeps peak extra memory bounded
 // while still sending few, large messages.

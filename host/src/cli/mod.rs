@@ -585,13 +585,9 @@ fn run_manifest(args: RunArgs) -> Result<()> {
     crate::runtime::tune_malloc();
     crate::runtime::set_threads(args.threads.or(manifest.run.threads));
     crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
-    let device = device(args.device.as_deref(), &manifest)?;
-    if let (Some(membership), true) = (&membership, device.is_cuda()) {
-        // Every rank would otherwise share one GPU through Gloo, untested: say so instead.
-        return Err(Error::Usage(format!(
-            "rank {} of {} would train on {device:?}, but data-parallel training runs on CPU ranks only for now (NCCL is not wired in); pass --device cpu",
-            membership.rank, membership.world
-        )));
+    let mut device = device(args.device.as_deref(), &manifest)?;
+    if let Some(membership) = &membership {
+        device = crate::dist::role::rank_device(device, membership).map_err(Error::Usage)?;
     }
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_manifest_registry(&search, &manifest)?;
@@ -618,7 +614,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         // Before the rendezvous: a rank refusing the batch after it would leave the others
         // waiting on a store that is gone.
         (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
-        let group = join_group(membership, &manifest)?;
+        let group = join_group(membership, &manifest, device)?;
         estimator.join(group, &manifest)?;
     }
     if let Some(path) = &resume_from {
@@ -721,9 +717,15 @@ fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist::Membershi
 fn join_group(
     membership: &crate::dist::Membership,
     manifest: &Manifest,
+    device: tch::Device,
 ) -> Result<crate::dist::SharedGroup> {
-    let group = crate::dist::ProcessGroup::join(membership, manifest.run.process_group_timeout)
-        .map_err(Error::Run)?;
+    let cuda = match device {
+        tch::Device::Cuda(index) => Some(index),
+        _ => None,
+    };
+    let group =
+        crate::dist::ProcessGroup::join(membership, manifest.run.process_group_timeout, cuda)
+            .map_err(Error::Run)?;
     crate::dist::role::set(membership.rank, membership.world);
     Ok(crate::dist::SharedGroup::new(group))
 }

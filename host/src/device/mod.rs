@@ -94,13 +94,13 @@ pub fn resolve(request: Request) -> Result<Device> {
     }
 }
 
-/// The process-group backends this fe-host can join. The shim (csrc/dist.cpp) builds c10d's
-/// Gloo group only; NCCL is named when CUDA is usable so the line says what is missing.
+/// The process-group backends this fe-host can join: c10d's Gloo always; NCCL for ranks on
+/// GPUs when it was built in (csrc/nccl.cpp) and CUDA is usable, else what is missing.
 fn process_groups(inventory: &Inventory) -> String {
-    let nccl = if inventory.cuda_devices > 0 {
-        "nccl: CUDA is usable, but fe-host's engine joins Gloo groups only for now"
-    } else {
-        "nccl: needs CUDA, and none is usable here"
+    let nccl = match (crate::dist::nccl_built(), inventory.cuda_devices) {
+        (false, _) => "nccl: not built in (CUDA's or NCCL's headers were missing at build time; scripts/env.sh installs them)".to_owned(),
+        (true, 0) => "nccl: built in; needs CUDA, and none is usable here".to_owned(),
+        (true, n) => format!("nccl (CUDA, one GPU per rank: {n} here)"),
     };
     format!("process groups: gloo (CPU); {nccl}\n")
 }

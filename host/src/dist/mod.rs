@@ -29,8 +29,10 @@ extern "C" {
         timeout_ms: i64,
         device_mode: c_int,
         device_name: *const c_char,
+        cuda_device: c_int,
         out: *mut *mut c_void,
     ) -> *mut c_char;
+    fn fe_dist_nccl_built() -> bool;
     fn fe_dist_free(group: *mut c_void);
     fn fe_dist_all_reduce(
         group: *mut c_void,
@@ -79,8 +81,13 @@ unsafe impl Send for ProcessGroup {}
 
 impl ProcessGroup {
     /// Joins the group `membership` describes, waiting at most `timeout` for the others (the
-    /// same timeout then bounds every collective).
-    pub fn join(membership: &Membership, timeout: Duration) -> Result<Self, String> {
+    /// same timeout then bounds every collective). With `cuda`, this rank trains on that GPU
+    /// and its CUDA tensors' collectives go through an NCCL group (see [`nccl_built`]).
+    pub fn join(
+        membership: &Membership,
+        timeout: Duration,
+        cuda: Option<usize>,
+    ) -> Result<Self, String> {
         let context = |message: String| {
             format!(
                 "rank {} of {}: cannot join the process group at {}:{}: {message}",
@@ -111,6 +118,7 @@ impl ProcessGroup {
                 timeout_ms,
                 mode,
                 name.as_ptr(),
+                cuda.map_or(-1, |index| index as c_int),
                 &mut handle,
             )
         });
@@ -248,6 +256,13 @@ fn describe_ranks(ranks: &[usize]) -> String {
         [one] => format!("rank {one} is"),
         _ => format!("ranks {} are", list.join(", ")),
     }
+}
+
+/// Whether this fe-host was built with NCCL (CUDA's and NCCL's headers were there at build
+/// time; scripts/env.sh installs them): data-parallel ranks can then train on GPUs.
+pub fn nccl_built() -> bool {
+    // SAFETY: no arguments; returns a constant.
+    unsafe { fe_dist_nccl_built() }
 }
 
 /// A TCP port on loopback that was free a moment ago (the OS picks it), for a local rendezvous.

@@ -93,13 +93,19 @@ impl SharedGroup {
         let flags = proposals(overflow);
         // In the gradients' dtype, so the flags travel in the last gradient bucket; only
         // whether a sum is above zero is read, which any float dtype keeps.
-        let kind = grads.last().map_or(Kind::Float, Tensor::kind);
+        let (kind, device) = grads
+            .last()
+            .map_or((Kind::Float, tch::Device::Cpu), |g| (g.kind(), g.device()));
         let flags = Tensor::from_slice(&flags)
-            .f_to_kind(kind)
+            .f_to_device(device)
+            .and_then(|f| f.f_to_kind(kind))
             .map_err(crate::tch_message)?;
         grads.push(flags);
         self.lock().all_reduce(&grads, ReduceOp::Sum)?;
-        let flags = grads.pop().map(|f| f.f_to_kind(Kind::Float));
+        let flags = grads.pop().map(|f| {
+            f.f_to_device(tch::Device::Cpu)
+                .and_then(|f| f.f_to_kind(Kind::Float))
+        });
         let flags = match flags {
             Some(Ok(flags)) => Vec::<f32>::try_from(&flags).map_err(crate::tch_message)?,
             Some(Err(e)) => return Err(crate::tch_message(e)),

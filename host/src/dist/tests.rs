@@ -56,7 +56,7 @@ fn spawn_ranks(
 fn join(timeout: Duration) -> ProcessGroup {
     let vars: HashMap<String, String> = std::env::vars().collect();
     let membership = membership(&vars).unwrap().unwrap();
-    ProcessGroup::join(&membership, timeout).unwrap()
+    ProcessGroup::join(&membership, timeout, None).unwrap()
 }
 
 fn assert_all_passed(outputs: &[std::process::Output]) {
@@ -180,7 +180,7 @@ fn a_missing_peer_fails_the_join_within_the_timeout() {
         gloo_device: GlooDevice::Address("127.0.0.1".into()),
     };
     let started = Instant::now();
-    let error = ProcessGroup::join(&membership, Duration::from_secs(2))
+    let error = ProcessGroup::join(&membership, Duration::from_secs(2), None)
         .err()
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(30));

@@ -306,13 +306,23 @@ impl Estimator {
         ));
         let cpu = crate::shim::generator_state(crate::shim::Generator::Cpu)
             .map_err(|e| Error::Run(format!("cannot save the CPU random state: {e}")))?;
+        let cuda = match self.network.device {
+            tch::Device::Cuda(index) => Some((
+                index,
+                crate::shim::generator_state(crate::shim::Generator::Cuda(index))
+                    .map_err(|e| Error::Run(format!("cannot save the CUDA random state: {e}")))?,
+            )),
+            _ => None,
+        };
         let mut rng = match &self.network.group {
-            Some(group) => super::parallel::gather_generators(group, &cpu)?,
+            Some(group) => super::parallel::gather_generators(
+                group,
+                &cpu,
+                cuda.as_ref().map(|(_, state)| state),
+            )?,
             None => vec![("cpu".to_owned(), cpu)],
         };
-        if let tch::Device::Cuda(index) = self.network.device {
-            let state = crate::shim::generator_state(crate::shim::Generator::Cuda(index))
-                .map_err(|e| Error::Run(format!("cannot save the CUDA random state: {e}")))?;
+        if let Some((index, state)) = cuda {
             rng.push((format!("cuda:{index}"), state));
         }
         files.push((
@@ -386,19 +396,13 @@ impl Estimator {
             crate::shim::set_generator_state(crate::shim::Generator::Cpu, state)
                 .map_err(|e| files.problem("rng.safetensors", format!("`rank{rank}/cpu`: {e}")))?;
         }
-        for (name, state) in &rng {
-            let generator = match name.as_str() {
-                // Restored above, per rank.
-                "cpu" => continue,
-                _ => match (name.strip_prefix("cuda:"), self.network.device) {
-                    // A checkpoint written on a GPU resumes on the CPU without its CUDA state.
-                    (Some(_), tch::Device::Cpu) => continue,
-                    (Some(index), _) => crate::shim::Generator::Cuda(index.parse().unwrap_or(0)),
-                    (None, _) => continue,
-                },
-            };
-            crate::shim::set_generator_state(generator, state)
-                .map_err(|e| files.problem("rng.safetensors", format!("`{name}`: {e}")))?;
+        // A checkpoint written on a GPU resumes on the CPU without its CUDA state; on a GPU,
+        // the saved stream continues on this run's device, per rank as for the CPU.
+        if let tch::Device::Cuda(index) = self.network.device {
+            if let Some((name, state)) = super::parallel::this_ranks_cuda_generator(&rng, rank) {
+                crate::shim::set_generator_state(crate::shim::Generator::Cuda(index), state)
+                    .map_err(|e| files.problem("rng.safetensors", format!("`{name}`: {e}")))?;
+            }
         }
         Ok(info.cursor)
     }

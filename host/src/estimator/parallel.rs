@@ -47,10 +47,14 @@ impl Estimator {
 pub(super) fn gather_generators(
     group: &SharedGroup,
     own: &Tensor,
+    own_cuda: Option<&Tensor>,
 ) -> Result<Vec<(String, Tensor)>> {
-    let bytes = Vec::<u8>::try_from(own).map_err(|e| Error::Run(crate::tch_message(e)))?;
-    let all = group.all_gather_bytes(&bytes).map_err(Error::Run)?;
-    let mut out = Vec::with_capacity(all.len() + 1);
+    let gather = |state: &Tensor| {
+        let bytes = Vec::<u8>::try_from(state).map_err(|e| Error::Run(crate::tch_message(e)))?;
+        group.all_gather_bytes(&bytes).map_err(Error::Run)
+    };
+    let all = gather(own)?;
+    let mut out = Vec::with_capacity(2 * all.len() + 1);
     for (rank, state) in all.iter().enumerate() {
         let tensor = Tensor::from_slice(state);
         if rank == 0 {
@@ -58,7 +62,29 @@ pub(super) fn gather_generators(
         }
         out.push((format!("rank{rank}/cpu"), tensor));
     }
+    // Every rank of a run is on the same kind of device, so all of them take part or none.
+    if let Some(cuda) = own_cuda {
+        for (rank, state) in gather(cuda)?.iter().enumerate() {
+            out.push((format!("rank{rank}/cuda"), Tensor::from_slice(state)));
+        }
+    }
     Ok(out)
+}
+
+/// The saved CUDA random state rank `rank` continues on its GPU, with its name: its own
+/// (`rank<r>/cuda`, data parallel), else for rank 0 the one a single process saved
+/// (`cuda:<index>`); a rank the checkpoint did not have keeps its seeded stream, as on the CPU.
+pub(super) fn this_ranks_cuda_generator(
+    saved: &[(String, Tensor)],
+    rank: usize,
+) -> Option<(&str, &Tensor)> {
+    let own = format!("rank{rank}/cuda");
+    let entry = match saved.iter().find(|(n, _)| *n == own) {
+        Some(entry) => Some(entry),
+        None if rank == 0 => saved.iter().find(|(n, _)| n.starts_with("cuda:")),
+        None => None,
+    };
+    entry.map(|(n, t)| (n.as_str(), t))
 }
 
 /// Which saved CPU random state rank `rank` resumes from: its own when the checkpoint has one
@@ -89,5 +115,29 @@ mod tests {
         let one_process = vec![("cpu".to_owned(), state(7))];
         assert_eq!(value(this_ranks_generator(&one_process, 0)), Some(7));
         assert_eq!(value(this_ranks_generator(&one_process, 1)), None);
+    }
+
+    #[test]
+    fn each_rank_resumes_its_own_gpus_random_state() {
+        let state = |v: u8| Tensor::from_slice(&[v]);
+        let two_ranks = vec![
+            ("cpu".to_owned(), state(0)),
+            ("rank0/cuda".to_owned(), state(10)),
+            ("rank1/cuda".to_owned(), state(11)),
+            ("cuda:0".to_owned(), state(10)),
+        ];
+        let found = |saved, rank| {
+            this_ranks_cuda_generator(saved, rank).map(|(n, t)| (n.to_owned(), t.int64_value(&[0])))
+        };
+        assert_eq!(found(&two_ranks, 1), Some(("rank1/cuda".to_owned(), 11)));
+        assert_eq!(found(&two_ranks, 0), Some(("rank0/cuda".to_owned(), 10)));
+        assert_eq!(found(&two_ranks, 2), None);
+        // A single process's state, written on cuda:3: rank 0 continues it on its own GPU.
+        let one_process = vec![
+            ("cpu".to_owned(), state(0)),
+            ("cuda:3".to_owned(), state(7)),
+        ];
+        assert_eq!(found(&one_process, 0), Some(("cuda:3".to_owned(), 7)));
+        assert_eq!(found(&one_process, 1), None);
     }
 }
