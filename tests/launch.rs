@@ -358,6 +358,27 @@ fn sigterm_to_the_launcher_reaches_every_rank_which_checkpoint_and_stop_resumabl
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // The launcher's stderr is drained on its own thread (a full pipe would stall it), and a
+    // watchdog kills it after the limit other multi-process tests have, so a hang fails.
+    let stderr = launcher.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    let pid = launcher.id() as libc::pid_t;
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let finished = finished.clone();
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + crate::util::PROCESSES_LIMIT;
+            while !finished.load(std::sync::atomic::Ordering::SeqCst) {
+                if std::time::Instant::now() > deadline {
+                    // SAFETY: kill(2) on the child this test started.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            false
+        })
+    };
     let stdout = launcher.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
     let mut seen = Vec::new();
@@ -370,9 +391,16 @@ fn sigterm_to_the_launcher_reaches_every_rank_which_checkpoint_and_stop_resumabl
         }
     }
     // SAFETY: kill(2) on the child this test started.
-    unsafe { libc::kill(launcher.id() as libc::pid_t, libc::SIGTERM) };
+    unsafe { libc::kill(pid, libc::SIGTERM) };
     seen.extend(lines.map(Result::unwrap));
-    let out: Run = launcher.wait_with_output().unwrap().into();
+    let status = launcher.wait().unwrap();
+    finished.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(!watchdog.join().unwrap(), "killed after {:?}", crate::util::PROCESSES_LIMIT);
+    let out = Run {
+        code: status.code().unwrap_or(-1),
+        stdout: String::new(),
+        stderr: stderr.join().unwrap(),
+    };
     let stdout = seen.join("\n");
     assert_eq!(out.code, 75, "{stdout}\n{}", out.stderr);
     assert_contains!(out.stderr, "[rank 0] fe-host stopped: SIGTERM after step ");
