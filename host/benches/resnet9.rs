@@ -1,6 +1,9 @@
-//! FastEstimator's ResNet9 on CIFAR-shaped data, batch 128: fe-host (manifest, plugin model,
-//! pipeline, Adam) against the same network trained in PyTorch eager by `.venv`'s python, in
-//! one run. Prints samples/s of each and the ratio.
+//! FastEstimator's ResNet9 on CIFAR-shaped data, batch 128, in one run: fe-host with the zoo's
+//! ResNet9 (plugin model), fe-host with the same network as a TorchScript architecture (the
+//! reference definition scripted by `.venv`'s python), and the reference trained in PyTorch
+//! eager by `.venv`'s python. Each round measures all three (manifest, pipeline, Adam on the
+//! fe-host side); prints samples/s and the median over rounds of zoo / eager and
+//! TorchScript / eager.
 //!
 //! Both sides train on the same preprocessed data (generated CIFAR-shaped images, normalised
 //! per channel, channels first, float32): fe-host reads it from an IDX file through its
@@ -68,16 +71,22 @@ loss = "ce"
     )
 }
 
-/// The PyTorch side: FastEstimator's training step (softmax output, cross-entropy on the
+/// The PyTorch side, run in the data directory. `script WIDTH OUT`: saves the reference ResNet9
+/// scripted by `torch.jit.script` (the TorchScript architecture fe-host trains). `eager WIDTH
+/// STEPS THREADS BATCH`: FastEstimator's training step (softmax output, cross-entropy on the
 /// probabilities, Adam) over shuffled batches; prints `samples/s <value>` after a warm-up.
 const PYTORCH: &str = r#"
 import struct, sys, time
 import torch
 sys.path.insert(0, sys.argv[1])
 from zoo_reference import ResNet9
-data, steps, threads, width, batch = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-torch.set_num_threads(threads)
+mode, width = sys.argv[2], int(sys.argv[3])
 torch.manual_seed(42)
+if mode == "script":
+    torch.jit.script(ResNet9(width=width)).save(sys.argv[4])
+    sys.exit(0)
+steps, threads, batch = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+torch.set_num_threads(threads)
 def idx(path, dtype):
     raw = open(path, "rb").read()
     ndim = raw[3]
@@ -107,29 +116,41 @@ fn write_dataset(dir: &Path) {
     fe_host::pipeline::idx::write(&dir.join("y.idx"), Kind::Uint8, &[n], &arrays[1].bytes).unwrap();
 }
 
-fn pytorch_samples_per_second(script: &Path, data: &Path, steps: usize, width: usize) -> f64 {
+/// Runs the PyTorch script with `args` (after the fixtures' directory) in `data`; its stdout.
+fn python(script: &Path, data: &Path, args: &[&str]) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = Command::new(root.join(".venv/bin/python"))
         .arg(script)
         .arg(root.join("tests/fixtures"))
-        .arg(data)
-        .arg(steps.to_string())
-        .arg(tch::get_num_threads().to_string())
-        .arg(width.to_string())
-        .arg(BATCH.to_string())
+        .args(args)
+        .current_dir(data)
         .output()
         .expect("run .venv/bin/python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "PyTorch side failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+fn pytorch_samples_per_second(script: &Path, data: &Path, steps: usize, width: usize) -> f64 {
+    let threads = tch::get_num_threads().to_string();
+    let (steps, width, batch) = (steps.to_string(), width.to_string(), BATCH.to_string());
+    python(script, data, &["eager", &width, &steps, &threads, &batch])
         .lines()
         .find_map(|l| l.strip_prefix("samples/s "))
         .and_then(|v| v.trim().parse().ok())
         .expect("samples/s line")
+}
+
+/// What one round measures.
+#[derive(Clone, Copy)]
+enum Side {
+    Zoo,
+    TorchScript,
+    Eager,
 }
 
 fn main() {
@@ -139,52 +160,74 @@ fn main() {
     let plugin_dir = prepare();
     let dir = std::env::temp_dir().join(format!("fe-bench-resnet9-{}", std::process::id()));
     write_dataset(&dir);
-    let manifest_path = dir.join("resnet9.toml");
-    std::fs::write(&manifest_path, manifest(width)).unwrap();
+    let zoo_manifest = dir.join("resnet9.toml");
+    std::fs::write(&zoo_manifest, manifest(width)).unwrap();
     let script = dir.join("pytorch_resnet9.py");
     std::fs::write(&script, format!("{PYTORCH}{PYTORCH_LOOP}")).unwrap();
+    python(&script, &dir, &["script", &width.to_string(), "resnet9.pt"]);
+    let ts_manifest = dir.join("resnet9_torchscript.toml");
+    let ts_text = manifest(width).replace(
+        &format!("architecture = \"ResNet9\"\nwidth = {width}"),
+        "architecture = \"TorchScript\"\nfile = \"resnet9.pt\"",
+    );
+    assert!(ts_text.contains("TorchScript"));
+    std::fs::write(&ts_manifest, ts_text).unwrap();
 
     println!(
         "ResNet9 (width {width}), batch {BATCH}, {steps} steps per round, {rounds} rounds, {} libtorch threads",
         tch::get_num_threads()
     );
-    // Warm the allocator and the plugin loader.
-    fe_host_steps_per_second(&manifest_path, &plugin_dir, 2);
-    let (mut host, mut torch, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    // Warm the allocator, the plugin loader and the TorchScript executor's first runs.
+    fe_host_steps_per_second(&zoo_manifest, &plugin_dir, 2);
+    fe_host_steps_per_second(&ts_manifest, &plugin_dir, 2);
+    let measure = |side: Side| match side {
+        Side::Zoo => fe_host_steps_per_second(&zoo_manifest, &plugin_dir, steps) * BATCH as f64,
+        Side::TorchScript => {
+            fe_host_steps_per_second(&ts_manifest, &plugin_dir, steps) * BATCH as f64
+        }
+        Side::Eager => pytorch_samples_per_second(&script, &dir, steps, width),
+    };
+    let (mut zoo, mut ts, mut torch) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut zoo_ratios, mut ts_ratios) = (Vec::new(), Vec::new());
+    let order = [Side::Zoo, Side::TorchScript, Side::Eager];
     for round in 0..rounds {
-        // Alternating order, so drifts in machine speed hit both alike.
-        let (f, p) = if round % 2 == 0 {
-            let f = fe_host_steps_per_second(&manifest_path, &plugin_dir, steps) * BATCH as f64;
-            (f, pytorch_samples_per_second(&script, &dir, steps, width))
-        } else {
-            let p = pytorch_samples_per_second(&script, &dir, steps, width);
-            (
-                fe_host_steps_per_second(&manifest_path, &plugin_dir, steps) * BATCH as f64,
-                p,
-            )
-        };
+        // A different side goes first each round, so drifts in machine speed hit all alike.
+        let mut rates = [0.0; 3];
+        for i in 0..order.len() {
+            let side = order[(round + i) % order.len()];
+            rates[side as usize] = measure(side);
+        }
+        let [z, t, p] = rates;
         println!(
-            "round {:2}: fe-host {f:7.1} samples/s   PyTorch eager {p:7.1} samples/s   ratio {:.3}",
+            "round {:2}: fe-host zoo {z:7.1}   fe-host TorchScript {t:7.1}   PyTorch eager {p:7.1} samples/s   zoo/eager {:.3}   TorchScript/eager {:.3}",
             round + 1,
-            f / p
+            z / p,
+            t / p
         );
-        host.push(f);
+        zoo.push(z);
+        ts.push(t);
         torch.push(p);
-        ratios.push(f / p);
+        zoo_ratios.push(z / p);
+        ts_ratios.push(t / p);
     }
     println!(
-        "median: fe-host {:.1} samples/s, PyTorch eager {:.1} samples/s; fe-host / PyTorch = {:.3} (median of {rounds} paired rounds)",
-        median(host),
-        median(torch),
-        median(ratios)
+        "median: fe-host zoo {:.1}, fe-host TorchScript {:.1}, PyTorch eager {:.1} samples/s",
+        median(zoo),
+        median(ts),
+        median(torch)
+    );
+    println!(
+        "median of {rounds} paired rounds: fe-host zoo / PyTorch eager = {:.3}, fe-host TorchScript / PyTorch eager = {:.3}",
+        median(zoo_ratios),
+        median(ts_ratios)
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The timed loop of the PyTorch side (after `PYTORCH`'s set-up).
 const PYTORCH_LOOP: &str = r#"
-x = idx(f"{data}/x.idx", torch.float32)
-y = idx(f"{data}/y.idx", torch.uint8).long()
+x = idx("x.idx", torch.float32)
+y = idx("y.idx", torch.uint8).long()
 model = ResNet9(width=width)
 model.train()
 optimizer = torch.optim.Adam(model.parameters(), lr=0.001)

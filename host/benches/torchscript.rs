@@ -1,6 +1,8 @@
 //! A TorchScript architecture in fe-host against the same network in PyTorch eager, both
 //! training on the same data at batch 128 with Adam. `.venv`'s python scripts the network
-//! (`net.pt`) and runs the eager loop; prints samples/s of each and the ratio.
+//! (`net.pt`) and runs the eager loop; prints samples/s of each and the ratio. The net is small
+//! (~50 steps/s on 2 cores), so what fe-host adds per step shows here; `--bench resnet9` trains
+//! the scripted ResNet9, whose seconds-long steps hide it.
 //!
 //! `cargo build --workspace && cargo bench -p fe-host --bench torchscript --profile dev`.
 //! Options (environment): FE_BENCH_STEPS (default 60 per round), FE_BENCH_ROUNDS (4),

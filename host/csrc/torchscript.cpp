@@ -70,4 +70,13 @@ char *fe_ts_forward_signature(torch::jit::Module *module, char **out) {
     })
 }
 
+// The name of the autograd node that produced `tensor` (empty when none), so tests can tell
+// an eager backward (`SoftmaxBackward0`) from TorchScript's autodiff subgraph. `*out` is malloc'd.
+char *fe_ts_grad_fn_name(const at::Tensor *tensor, char **out) {
+    FE_TS_GUARD({
+        const auto &node = tensor->grad_fn();
+        *out = ts_copy(node ? node->name() : std::string());
+    })
+}
+
 }  // extern "C"

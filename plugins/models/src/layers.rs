@@ -255,7 +255,11 @@ impl Embedding {
     }
 }
 
-/// Leaky ReLU with a slope below 1 (tch exposes only the default slope): `max(x, slope·x)`.
+/// Leaky ReLU with any slope. tch exposes leaky ReLU only with the default slope, so this is
+/// PReLU with a constant one-element weight (no gradient): one kernel each way, as PyTorch's
+/// `leaky_relu`. `max(x, slope·x)` computes the same values but costs three kernels forward
+/// and a slow `maximum` backward: ResNet9 trained 20% slower than PyTorch eager with it.
 pub(crate) fn leaky_relu(x: &Tensor, slope: f64) -> Result<Tensor> {
-    Ok(x.f_maximum(&x.f_mul_scalar(slope)?)?)
+    let weight = Tensor::f_full([1], slope, (x.kind(), x.device()))?;
+    Ok(x.f_prelu(&weight)?)
 }

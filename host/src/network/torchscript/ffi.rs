@@ -12,6 +12,8 @@ extern "C" {
         f: extern "C" fn(*mut c_void, *const c_char, *mut C_tensor),
     ) -> *mut c_char;
     fn fe_ts_forward_signature(module: *mut c_void, out: *mut *mut c_char) -> *mut c_char;
+    #[cfg(test)]
+    fn fe_ts_grad_fn_name(tensor: *const C_tensor, out: *mut *mut c_char) -> *mut c_char;
 }
 
 // tch keeps the `torch::jit::Module*` private in a struct with that one field. A struct the
@@ -54,8 +56,22 @@ pub fn forward_signature(module: &CModule) -> Result<String, String> {
     let mut text: *mut c_char = std::ptr::null_mut();
     // SAFETY: the module pointer is live; `text` receives a malloc'd string.
     check(unsafe { fe_ts_forward_signature(raw(module), &mut text) })?;
+    owned_text(text, "signature")
+}
+
+/// The name of the autograd node that produced `tensor` (empty for a leaf).
+#[cfg(test)]
+pub fn grad_fn_name(tensor: &Tensor) -> Result<String, String> {
+    let mut text: *mut c_char = std::ptr::null_mut();
+    // SAFETY: the tensor is live while borrowed; `text` receives a malloc'd string.
+    check(unsafe { fe_ts_grad_fn_name(tensor.as_ptr(), &mut text) })?;
+    owned_text(text, "autograd node name")
+}
+
+/// Takes ownership of a string the shim malloc'd.
+fn owned_text(text: *mut c_char, what: &str) -> Result<String, String> {
     if text.is_null() {
-        return Err("the TorchScript shim returned no signature".into());
+        return Err(format!("the TorchScript shim returned no {what}"));
     }
     // SAFETY: NUL-terminated and malloc'd by the shim, freed exactly once here.
     let owned = unsafe { CStr::from_ptr(text) }

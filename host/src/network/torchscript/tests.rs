@@ -26,13 +26,34 @@ class Net(nn.Module):
 torch.jit.script(Net()).save(sys.argv[1])
 "#;
 
+/// A small conv net whose training forward has ops TorchScript's autodiff would take over.
+const CONV_NET: &str = r#"
+import sys, torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+        self.fc = nn.Linear(4 * 6 * 6, 3)
+    def forward(self, x):
+        x = torch.relu(self.conv(x)).flatten(1)
+        return torch.softmax(torch.relu(self.fc(x)), -1)
+
+torch.jit.script(Net()).save(sys.argv[1])
+"#;
+
 fn scripted(name: &str) -> PathBuf {
+    scripted_from(name, PYTHON)
+}
+
+fn scripted_from(name: &str, python: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = root.join("target/tmp");
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.join(format!("{name}-{}.py", std::process::id()));
     let file = dir.join(format!("{name}-{}.pt", std::process::id()));
-    std::fs::write(&script, PYTHON).unwrap();
+    std::fs::write(&script, python).unwrap();
     let status = std::process::Command::new(root.join(".venv/bin/python"))
         .arg(&script)
         .arg(&file)
@@ -90,6 +111,26 @@ fn train_and_eval_modes_reach_dropout_and_batch_norm() {
         !e[0].equal(&c[0]),
         "the module reads the buffer the host changed"
     );
+    let _ = std::fs::remove_file(file);
+}
+
+#[test]
+fn training_records_eager_backward_nodes_not_torchscript_autodiff() {
+    // The graph executor's autodiff subgraphs back-propagate with TorchScript's own formulas
+    // (ReLU's as `gt`, a dtype copy and `mul`), slower than each op's native backward: training
+    // must record the eager nodes, from the first call and after the executor's profiling runs.
+    let file = scripted_from("autodiff", CONV_NET);
+    let mut model = TorchScriptModel::load(&file, Device::Cpu, None).unwrap();
+    let x = Tensor::rand([8, 1, 8, 8], (Kind::Float, Device::Cpu));
+    for call in 0..4 {
+        let y = model.run(&[&x], true).unwrap();
+        assert_eq!(
+            super::ffi::grad_fn_name(&y[0]).unwrap(),
+            "SoftmaxBackward0",
+            "call {call}"
+        );
+        y[0].sum(Kind::Float).backward();
+    }
     let _ = std::fs::remove_file(file);
 }
 
