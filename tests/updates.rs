@@ -241,8 +241,8 @@ fn per_parameter_gradients_update_like_the_loss_and_the_loss_stays_the_models_lo
     let (mut a, keys_a) = build(&format!("{LINEAR}{via_loss}")).unwrap();
     let (mut b, keys_b) = build(&format!("{LINEAR}{via_grads}")).unwrap();
     let mse = keys_b.get("mse").unwrap();
-    assert_eq!(b.loss_keys(Mode::Train), [mse]);
-    assert_eq!(b.update_loss_key(0).as_deref(), Some("mse"));
+    assert_eq!(b.loss_keys(), [mse]);
+    assert_eq!(b.model_loss_keys(0), ["mse"]);
     for call in 1..=3u64 {
         let (x, y) = data(call as i64);
         train_step(
