@@ -692,7 +692,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.summary {
-        let json = serde_json::to_string_pretty(&estimator.system.summary)
+        let json = crate::system::summary_json(&estimator.system)
             .map_err(|e| Error::Internal(format!("cannot serialize the summary: {e}")))?;
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }
