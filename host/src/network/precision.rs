@@ -122,7 +122,7 @@ impl GradScaler {
 
     /// Updates the scale after a step (`overflow`: the step was skipped), on the host.
     pub fn update(&mut self, overflow: bool) -> Result<(), String> {
-        self.to_host()?;
+        self.read_back_device_state()?;
         if overflow {
             self.scale *= self.backoff_factor;
             self.growth_tracker = 0;
@@ -188,7 +188,7 @@ impl GradScaler {
     }
 
     /// Brings the device state back into the fields and drops it: the host decides again.
-    fn to_host(&mut self) -> Result<(), String> {
+    fn read_back_device_state(&mut self) -> Result<(), String> {
         if self.device.is_some() {
             *self = self.snapshot()?;
         }
