@@ -50,11 +50,13 @@ fn compile_shim(lib_dir: &Path) {
     compile_dist(&include, abi.trim());
 }
 
-/// The c10d shim (csrc/dist.cpp). ProcessGroupGloo.hpp declares itself only with
+/// The c10d shim (csrc/dist.cpp, csrc/overlap.cpp). ProcessGroupGloo.hpp declares itself only with
 /// `USE_C10D_GLOO` and includes gloo's headers, which the wheel does not ship; scripts/env.sh
 /// installs Debian's libgloo-dev for them (the implementation itself is inside libtorch_cpu).
 fn compile_dist(include: &Path, abi: &str) {
-    println!("cargo:rerun-if-changed=csrc/dist.cpp");
+    for file in ["csrc/dist.cpp", "csrc/dist.hpp", "csrc/overlap.cpp"] {
+        println!("cargo:rerun-if-changed={file}");
+    }
     if !Path::new("/usr/include/gloo/config.h").exists() {
         println!("cargo:warning=gloo headers (/usr/include/gloo) are missing: run scripts/env.sh, which installs libgloo-dev");
     }
@@ -68,5 +70,6 @@ fn compile_dist(include: &Path, abi: &str) {
         .define("USE_C10D_GLOO", None)
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
         .file("csrc/dist.cpp")
+        .file("csrc/overlap.cpp")
         .compile("fe_dist");
 }

@@ -428,6 +428,40 @@ fn sigterm_on_one_rank_checkpoints_every_rank_and_exits_resumable() {
 }
 
 #[test]
+fn a_signal_rides_the_next_gradient_all_reduce_when_no_trace_can_stop() {
+    // No trace here can stop between steps (a metric cannot ask), so the ranks agree on
+    // signals inside the gradient all-reduce rather than in a collective of their own. A
+    // signal raised on rank 1 after step 7's all-reduce travels with step 8's: both ranks
+    // stop after step 8, checkpoint it, and exit resumable.
+    let dir = TempDir::new("dp-carried-signal");
+    let metric = "\n[[traces]]\ntrace = \"SignalRankMetric\"\ninputs = \"y\"\noutputs = \"signalled\"\nmode = \"train\"\n";
+    let text = manifest(SGD, 32, 1, &format!("{CHECKPOINTS}{metric}"));
+    let path = dir.write("m.toml", &text);
+    let path = path.to_string_lossy();
+    let runs = wait_all(spawn_ranks(
+        &dir,
+        2,
+        &["run", &path],
+        &[("FE_TEST_KILL", "1:7")],
+    ));
+    for (rank, run) in runs.iter().enumerate() {
+        assert_eq!(run.code, 75, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
+    }
+    assert_contains!(runs[0].stderr, "SIGTERM");
+    let checkpoints = dir.path().join("ckpts");
+    assert!(checkpoints.join("ckpt-8").is_dir(), "{}", runs[0].stderr);
+    assert!(!checkpoints.join("ckpt-7").exists());
+    let args = ["run", &*path, "--resume", "--summary", "summary.json"];
+    for (rank, run) in wait_all(spawn_ranks(&dir, 2, &args, &[]))
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(run.code, 0, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
+    }
+    assert_eq!(last_step(&summary(dir.path())), 20);
+}
+
+#[test]
 fn a_two_rank_checkpoint_resumes_in_one_process() {
     let dir = TempDir::new("dp-to-one");
     let text = manifest(

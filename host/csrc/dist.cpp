@@ -5,9 +5,9 @@
 // exceptions and returns an error message (malloc'd, freed by the caller) or NULL, so a lost
 // peer or a timeout becomes a Rust error, never an abort.
 
-#include <ATen/ATen.h>
+#include "dist.hpp"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
@@ -20,39 +20,9 @@
 
 namespace {
 
-char *dist_error(const std::string &message) {
-    auto first_line = message.substr(0, message.find('\n'));
-    char *out = static_cast<char *>(std::malloc(first_line.size() + 1));
-    if (out != nullptr) {
-        std::memcpy(out, first_line.c_str(), first_line.size() + 1);
-    }
-    return out;
-}
-
-#define FE_DIST_GUARD(...)                                                                         \
-    try {                                                                                          \
-        __VA_ARGS__;                                                                               \
-        return nullptr;                                                                            \
-    } catch (const std::exception &e) {                                                            \
-        return dist_error(e.what());                                                               \
-    } catch (...) {                                                                                \
-        return dist_error("unknown C++ exception");                                                \
-    }
-
-// One rank's membership: the store (kept alive for the group's lifetime) and the group.
-struct Group {
-    c10::intrusive_ptr<c10d::Store> store;
-    c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
-    std::chrono::milliseconds timeout;
-};
-
-// Buckets of at most this many bytes: DDP's default (25 MiB) keeps peak extra memory bounded
-// while still sending few, large messages.
-constexpr int64_t kBucketBytes = 25 * 1024 * 1024;
-
-void wait(Group &group, const c10::intrusive_ptr<c10d::Work> &work) {
-    work->wait(group.timeout);
-}
+using fe_dist::Group;
+using fe_dist::kBucketBytes;
+using fe_dist::wait;
 
 // Runs `collective` on flat buckets of `tensors` (same dtype within a bucket), then copies the
 // results back into the tensors in place.

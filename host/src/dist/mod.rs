@@ -4,6 +4,7 @@
 //! peer, a timeout) comes back as an error naming this rank and the collective.
 
 pub mod env;
+pub mod overlap;
 pub mod role;
 pub mod sync;
 
@@ -14,6 +15,7 @@ use tch::Tensor;
 use torch_sys::C_tensor;
 
 pub use env::{membership, GlooDevice, Membership};
+pub use overlap::Overlap;
 pub use sync::SharedGroup;
 
 extern "C" {

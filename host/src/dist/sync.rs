@@ -3,12 +3,27 @@
 //! points of the run in the same order — that is what keeps the ranks in step — so each method
 //! here is called on every rank or on none.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fe_plugin_api::State;
 use tch::{Kind, Tensor};
 
-use super::{ProcessGroup, ReduceOp};
+use super::{Overlap, ProcessGroup, ReduceOp};
+use crate::stop::Signal;
+
+/// Gradients averaged over the ranks, with what the ranks agreed in the same all-reduce.
+pub struct Averaged {
+    /// The mean of every rank's gradients.
+    pub grads: Vec<Tensor>,
+    /// Mixed precision: whether the gradients overflowed on any rank (then every rank skips
+    /// the step).
+    pub overflow: bool,
+}
+
+/// `SharedGroup::carried`: no gradient all-reduce since the last take, or what the last one
+/// agreed (no signal, SIGINT, SIGTERM).
+const NOTHING_CARRIED: u8 = 0;
 
 /// A process group that several parts of the run hold.
 #[derive(Clone)]
@@ -16,6 +31,8 @@ pub struct SharedGroup {
     group: Arc<Mutex<ProcessGroup>>,
     rank: usize,
     world: usize,
+    /// The signal the latest gradient all-reduce agreed on, encoded (see [`NOTHING_CARRIED`]).
+    carried: Arc<AtomicU8>,
 }
 
 impl SharedGroup {
@@ -26,6 +43,7 @@ impl SharedGroup {
             group: Arc::new(Mutex::new(group)),
             rank,
             world,
+            carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
         }
     }
 
@@ -48,11 +66,18 @@ impl SharedGroup {
     /// The mean of every rank's gradients, as DDP computes it: summed in buckets, divided by
     /// the world size. A parameter without a gradient on this rank (unused in its forward)
     /// counts as zeros, so that every rank sends the same buckets.
+    ///
+    /// The same all-reduce carries, in three more elements of the last bucket, this rank's
+    /// `overflow` flag and the signal it received, if any: the ranks agree on both without a
+    /// round trip of their own (on 2 busy cores each collective costs about a millisecond of
+    /// waiting, as much as the transfer). The agreed signal waits for
+    /// [`SharedGroup::take_carried_signal`].
     pub fn average_gradients(
         &self,
         params: &[Tensor],
         grads: &[Tensor],
-    ) -> Result<Vec<Tensor>, String> {
+        overflow: bool,
+    ) -> Result<Averaged, String> {
         let mut grads = grads
             .iter()
             .zip(params)
@@ -65,12 +90,84 @@ impl SharedGroup {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(crate::tch_message)?;
+        let flags = proposals(overflow);
+        // In the gradients' dtype, so the flags travel in the last gradient bucket; only
+        // whether a sum is above zero is read, which any float dtype keeps.
+        let kind = grads.last().map_or(Kind::Float, Tensor::kind);
+        let flags = Tensor::from_slice(&flags)
+            .f_to_kind(kind)
+            .map_err(crate::tch_message)?;
+        grads.push(flags);
         self.lock().all_reduce(&grads, ReduceOp::Sum)?;
+        let flags = grads.pop().map(|f| f.f_to_kind(Kind::Float));
+        let flags = match flags {
+            Some(Ok(flags)) => Vec::<f32>::try_from(&flags).map_err(crate::tch_message)?,
+            Some(Err(e)) => return Err(crate::tch_message(e)),
+            None => Vec::new(),
+        };
+        let [overflow, interrupt, terminate] = flags[..] else {
+            return Err("the gradient all-reduce lost its flags".to_owned());
+        };
+        self.carry([overflow, interrupt, terminate]);
         let world = self.world as f64;
         for grad in &mut grads {
             let _ = grad.f_div_scalar_(world).map_err(crate::tch_message)?;
         }
+        Ok(Averaged {
+            grads,
+            overflow: overflow > 0.0,
+        })
+    }
+
+    /// Hooks `params` (a model's trainable parameters) so that
+    /// [`SharedGroup::average_during_backward`] can average their gradients while backward
+    /// runs.
+    pub fn overlap(&self, params: &[Tensor]) -> Result<Overlap, String> {
+        Overlap::new(
+            &self.lock(),
+            params,
+            super::overlap::FIRST_BUCKET_BYTES,
+            super::overlap::BUCKET_BYTES,
+        )
+    }
+
+    /// Runs `backward` (the backward pass of one update of the model `overlap` hooks) while
+    /// its gradients are averaged over the ranks, bucket by bucket as they come, and returns
+    /// the averages (one per parameter; zeros for any `backward` did not reach, as in
+    /// [`SharedGroup::average_gradients`]). The last bucket carries the signals, as there.
+    pub fn average_during_backward<T>(
+        &self,
+        overlap: &mut Overlap,
+        backward: impl FnOnce() -> Result<T, String>,
+    ) -> Result<Vec<Tensor>, String> {
+        let mut group = self.lock();
+        let (grads, sums) = overlap.around(&mut group, backward, proposals(false))?;
+        self.carry(sums);
         Ok(grads)
+    }
+
+    /// Keeps the signal in the sums of [`proposals`] for [`SharedGroup::take_carried_signal`].
+    fn carry(&self, [_, interrupt, terminate]: [f32; 3]) {
+        let agreed = if terminate > 0.0 {
+            Some(Signal::Terminate)
+        } else if interrupt > 0.0 {
+            Some(Signal::Interrupt)
+        } else {
+            None
+        };
+        self.carried.store(encode_signal(agreed), Ordering::Relaxed);
+    }
+
+    /// The signal the ranks agreed on in the latest gradient all-reduce since the last call
+    /// (`Some(None)`: none was received), or `None` when no gradients were averaged since.
+    /// Every rank runs the same collectives, so every rank gets the same answer.
+    pub fn take_carried_signal(&self) -> Option<Option<Signal>> {
+        match self.carried.swap(NOTHING_CARRIED, Ordering::Relaxed) {
+            NOTHING_CARRIED => None,
+            2 => Some(Some(Signal::Interrupt)),
+            3 => Some(Some(Signal::Terminate)),
+            _ => Some(None),
+        }
     }
 
     /// Whether `flag` holds on any rank.
@@ -142,6 +239,26 @@ impl SharedGroup {
     /// Waits for every rank; rank 0 names any that does not arrive in time.
     pub fn barrier(&self) -> Result<(), String> {
         self.lock().barrier(true)
+    }
+}
+
+/// What a rank adds to a gradient all-reduce besides its gradients: whether they overflowed,
+/// and whether it received SIGINT, SIGTERM (1 or 0 each; only a sum above zero is read).
+fn proposals(overflow: bool) -> [f32; 3] {
+    let signal = crate::stop::received();
+    [
+        overflow,
+        signal == Some(Signal::Interrupt),
+        signal == Some(Signal::Terminate),
+    ]
+    .map(|flag| f32::from(u8::from(flag)))
+}
+
+fn encode_signal(signal: Option<Signal>) -> u8 {
+    match signal {
+        None => 1,
+        Some(Signal::Interrupt) => 2,
+        Some(Signal::Terminate) => 3,
     }
 }
 

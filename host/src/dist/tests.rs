@@ -189,3 +189,143 @@ fn a_missing_peer_fails_the_join_within_the_timeout() {
         "{error}"
     );
 }
+
+#[test]
+fn the_gradient_all_reduce_carries_the_ranks_overflow_and_signals() {
+    if let Some(outputs) = spawn_ranks(
+        "dist::tests::the_gradient_all_reduce_carries_the_ranks_overflow_and_signals",
+        2,
+        &[],
+    ) {
+        return assert_all_passed(&outputs);
+    }
+    let group = SharedGroup::new(join(Duration::from_secs(60)));
+    let rank = group.rank();
+    let params = [
+        Tensor::zeros([2, 2], (Kind::Float, tch::Device::Cpu)),
+        Tensor::zeros([3], (Kind::Float, tch::Device::Cpu)),
+    ];
+    // Rank 1 never computed the second gradient (an unused parameter): it counts as zeros.
+    let grads = [
+        Tensor::full([2, 2], (rank + 1) as f64, (Kind::Float, tch::Device::Cpu)),
+        if rank == 0 {
+            Tensor::full([3], 4.0, (Kind::Float, tch::Device::Cpu))
+        } else {
+            Tensor::new()
+        },
+    ];
+
+    // Nothing averaged yet: nothing carried.
+    assert_eq!(group.take_carried_signal(), None);
+    let quiet = group.average_gradients(&params, &grads, false).unwrap();
+    assert_eq!(
+        quiet.grads[0],
+        Tensor::full([2, 2], 1.5, (Kind::Float, tch::Device::Cpu))
+    );
+    assert_eq!(
+        quiet.grads[1],
+        Tensor::full([3], 2.0, (Kind::Float, tch::Device::Cpu))
+    );
+    assert!(!quiet.overflow);
+    assert_eq!(group.take_carried_signal(), Some(None));
+    assert_eq!(group.take_carried_signal(), None, "a take clears it");
+
+    // Rank 0 overflowed; rank 1 received SIGTERM: both ranks learn both.
+    if rank == 1 {
+        crate::stop::install();
+        // SAFETY: raising a signal whose handler only sets an atomic and writes a line.
+        unsafe { libc::raise(libc::SIGTERM) };
+    }
+    let loud = group.average_gradients(&params, &grads, rank == 0).unwrap();
+    assert!(loud.overflow);
+    assert_eq!(
+        group.take_carried_signal(),
+        Some(Some(crate::stop::Signal::Terminate))
+    );
+    assert_eq!(
+        loud.grads.len(),
+        2,
+        "the flags are not returned as a gradient"
+    );
+}
+
+#[test]
+fn gradients_averaged_during_backward_equal_those_averaged_after_it() {
+    if let Some(outputs) = spawn_ranks(
+        "dist::tests::gradients_averaged_during_backward_equal_those_averaged_after_it",
+        2,
+        &[],
+    ) {
+        return assert_all_passed(&outputs);
+    }
+    let mut group = join(Duration::from_secs(60));
+    let rank = group.rank() as f64;
+    let cpu = (Kind::Float, tch::Device::Cpu);
+    // Backward reaches them last to first, so the buckets go out as 3, 2, 1 (while backward
+    // runs, on rank 0), then 0, which is held to the end anyway.
+    let params = [
+        // Used by no rank.
+        Tensor::zeros([5], cpu).set_requires_grad(true),
+        Tensor::arange(12, cpu)
+            .reshape([4, 3])
+            .set_requires_grad(true),
+        Tensor::ones([3], cpu).set_requires_grad(true),
+        Tensor::full([2, 2], 0.5, cpu).set_requires_grad(true),
+    ];
+    let x = Tensor::arange(8, cpu).reshape([2, 4]) * (rank + 1.0);
+    // Rank 1 leaves the last parameter out of its loss: it counts as zeros there, and rank 1
+    // sends the first bucket only once backward has ended.
+    let loss = || {
+        let mut loss = (x.matmul(&params[1]) + &params[2])
+            .square()
+            .sum(Kind::Float);
+        if rank == 0.0 {
+            loss += (&params[3] * &params[3] * 3.0).sum(Kind::Float);
+        }
+        loss
+    };
+    let backward = || Tensor::run_backward(&[loss()], &params, false, false);
+
+    // 16-byte buckets: one per parameter, so order and hold-back both matter.
+    let mut overlap = Overlap::new(&group, &params, 16, 16).unwrap();
+    assert_eq!(overlap.buckets(), 4);
+
+    // Unarmed, the hooks change nothing: the plain gradients, averaged after backward.
+    let expected: Vec<Tensor> = backward()
+        .iter()
+        .zip(&params)
+        .map(|(g, p)| {
+            if g.defined() {
+                g.copy()
+            } else {
+                p.zeros_like()
+            }
+        })
+        .collect();
+    group.all_reduce(&expected, ReduceOp::Sum).unwrap();
+    let expected: Vec<Tensor> = expected.iter().map(|g| g / 2.0).collect();
+
+    let extra = [rank as f32, 1.0, 0.0];
+    let (averaged, sums) = overlap
+        .around(&mut group, || Ok::<_, String>(backward()), extra)
+        .unwrap();
+    assert_eq!(sums, [1.0, 2.0, 0.0]);
+    assert_eq!(averaged.len(), params.len());
+    for (i, (got, want)) in averaged.iter().zip(&expected).enumerate() {
+        assert_eq!(got.size(), params[i].size(), "parameter {i}");
+        assert!(
+            got.allclose(want, 1e-6, 1e-6, false),
+            "parameter {i}: {got:?} vs {want:?}"
+        );
+    }
+    assert_eq!(averaged[0], Tensor::zeros([5], cpu));
+
+    // A failed backward disarms: the next one passes through untouched again.
+    let failed = overlap.around(&mut group, || Err::<(), _>("boom".to_owned()), extra);
+    assert_eq!(failed.err().as_deref(), Some("boom"));
+    let plain = backward();
+    assert!(!plain[0].defined());
+    drop(overlap);
+    let after_drop = backward();
+    assert!(after_drop[1].allclose(&plain[1], 0.0, 0.0, false));
+}

@@ -173,6 +173,10 @@ impl HostTrace for TerminateOnNaN {
         self.batch_keys.iter().map(|(k, _)| *k).collect()
     }
 
+    fn may_stop_between_steps(&self) -> bool {
+        true
+    }
+
     fn on_batch_end(&mut self, cx: &mut Cx<'_>, batch: &Batch) -> Result<()> {
         for (key, name) in &self.batch_keys {
             if batch.get(*key).is_some_and(|t| !all_finite(t)) {

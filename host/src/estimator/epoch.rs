@@ -89,6 +89,9 @@ impl Estimator {
             let active: Vec<usize> = (0..self.traces.len())
                 .filter(|&i| self.traces[i].active(mode, epoch, Some(&ds_id)))
                 .collect();
+            let traces_may_stop = active
+                .iter()
+                .any(|&i| self.traces[i].may_stop_between_steps());
             let mut data = Data::default();
             let total = self.pipeline.batches(mode, epoch, &ds_id, steps) as u64;
             self.progress
@@ -133,7 +136,7 @@ impl Estimator {
                 }
                 if shared {
                     flow = match mode {
-                        Mode::Train => self.agree_after_step()?,
+                        Mode::Train => self.agree_after_step(traces_may_stop)?,
                         // Evaluation steps are not collectives: the ranks agree at its end.
                         _ => Flow::Go,
                     };
@@ -301,13 +304,23 @@ impl Estimator {
         Ok(self.flow())
     }
 
-    /// Data parallel, after every training step: one max all-reduce over the ranks of what
-    /// each proposes — a trace's `stop_training` and a received signal — so that every rank
-    /// stops (or checkpoints and stops) after the same step.
-    fn agree_after_step(&mut self) -> Result<Flow> {
+    /// Data parallel, after every training step: the ranks agree on what each proposes — a
+    /// trace's `stop_training` and a received signal — so that every rank stops (or checkpoints
+    /// and stops) after the same step. When no active trace can stop between steps, the step's
+    /// gradient all-reduce already carried the signals (see [`SharedGroup::take_carried_signal`])
+    /// and nothing more is sent; otherwise, or after a step that updated nothing, one max
+    /// all-reduce does it.
+    ///
+    /// [`SharedGroup::take_carried_signal`]: crate::dist::SharedGroup::take_carried_signal
+    fn agree_after_step(&mut self, traces_may_stop: bool) -> Result<Flow> {
         let Some(group) = &self.network.group else {
             return Ok(self.flow());
         };
+        let carried = group.take_carried_signal();
+        if let (false, Some(signal)) = (traces_may_stop, carried) {
+            self.stop.decide(signal);
+            return Ok(self.flow());
+        }
         let proposal = [
             f64::from(u8::from(self.system.stop_training)),
             crate::stop::Signal::code(self.stop.local()),

@@ -92,6 +92,12 @@ pub trait HostTrace {
     fn flush(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Whether it may set `stop_training` in a batch hook. A data-parallel run agrees on such
+    /// a stop after every training step with a collective of its own; without one, the ranks
+    /// agree on signals inside the gradient all-reduce and save that round trip.
+    fn may_stop_between_steps(&self) -> bool {
+        false
+    }
     /// Whether all it does is write files (loggers, savers): such a trace runs on rank 0
     /// only in a data-parallel run, where the other ranks would write the same files.
     fn writes_files_only(&self) -> bool {
@@ -170,6 +176,15 @@ impl TraceSlot {
         match &mut self.kind {
             TraceKind::Host(trace) => self.idle = trace.writes_files_only() && group.rank() != 0,
             TraceKind::Plugin(trace) => trace.group = Some(group.clone()),
+        }
+    }
+
+    /// Whether it may set `stop_training` in a batch hook ([`HostTrace::may_stop_between_steps`]):
+    /// a plugin trace may, a plugin metric cannot (its API has no way to ask).
+    pub fn may_stop_between_steps(&self) -> bool {
+        match &self.kind {
+            TraceKind::Plugin(p) => !p.metric,
+            TraceKind::Host(h) => h.may_stop_between_steps(),
         }
     }
 

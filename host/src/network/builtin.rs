@@ -145,11 +145,20 @@ impl UpdateOp {
         defer: bool,
         deferred: &mut Vec<Deferred>,
     ) -> Result<(), String> {
+        let pending = deferred.iter().position(|d| d.model == self.model);
+        // An update applied right after its own backward pass (no merging, nothing deferred
+        // to join) can have its gradients averaged over the ranks during that pass.
+        let overlap = self.merge_grad <= 1 && !defer && pending.is_none();
+        let mut averaged = false;
         let (grads, found_inf) = match (self.gradients_input, inputs) {
             (_, []) => return Err("no input given".into()),
             (true, [flat]) => (model.split_flat_gradients(flat)?, None),
             (true, many) => (self.per_parameter(model, many)?, None),
-            (false, [loss, ..]) => loss_gradients(model, loss, retain_graph)?,
+            (false, [loss, ..]) => {
+                let computed = loss_gradients(model, loss, retain_graph, overlap)?;
+                averaged = computed.averaged;
+                (computed.grads, computed.found_inf)
+            }
         };
         let (grads, found_inf) = if self.merge_grad > 1 {
             match self.accumulate(grads, found_inf)? {
@@ -164,7 +173,6 @@ impl UpdateOp {
             grads,
             found_inf,
         };
-        let pending = deferred.iter().position(|d| d.model == self.model);
         match (defer, pending) {
             (true, Some(index)) => deferred[index].absorb(update),
             (true, None) => {
@@ -175,7 +183,7 @@ impl UpdateOp {
                 if let Some(index) = pending {
                     update.absorb(deferred.remove(index))?;
                 }
-                model.apply(&update.grads, update.found_inf.as_ref())
+                model.apply(&update.grads, update.found_inf.as_ref(), averaged)
             }
         }
     }
@@ -268,13 +276,26 @@ impl UpdateOp {
     }
 }
 
+/// What [`loss_gradients`] computed.
+struct LossGradients {
+    grads: Vec<Tensor>,
+    /// Mixed precision: the overflow flag.
+    found_inf: Option<Tensor>,
+    /// Whether `grads` are already the average over the ranks of a data-parallel run.
+    averaged: bool,
+}
+
 /// Gradients of the mean of `loss` with respect to the model's trainable parameters, scaled and
-/// unscaled around the backward pass when the model uses a gradient scaler.
+/// unscaled around the backward pass when the model uses a gradient scaler. In a data-parallel
+/// run and when `overlap` allows, averaged over the ranks during the backward pass; the scaled
+/// gradients are averaged, as DDP under PyTorch's GradScaler does, so every rank then finds
+/// the same overflow.
 fn loss_gradients(
-    model: &ModelSlot,
+    model: &mut ModelSlot,
     loss: &Tensor,
     retain_graph: bool,
-) -> Result<(Vec<Tensor>, Option<Tensor>), String> {
+    overlap: bool,
+) -> Result<LossGradients, String> {
     let loss = if loss.numel() == 1 {
         loss.f_reshape([]).map_err(crate::tch_message)?
     } else {
@@ -290,12 +311,22 @@ fn loss_gradients(
         Some(scaler) => scaler.scale_loss(&loss).map_err(crate::tch_message)?,
         None => loss,
     };
-    let mut grads = gradients(&scaled, &model.params, retain_graph, &model.name)?;
+    let backward = || gradients(&scaled, &model.params, retain_graph, &model.name);
+    let (mut grads, averaged) = match (overlap, &model.sync, &mut model.overlap) {
+        (true, Some(group), Some(hooked)) => {
+            (group.average_during_backward(hooked, backward)?, true)
+        }
+        _ => (backward()?, false),
+    };
     let found_inf = match &model.scaler {
         Some(scaler) => Some(scaler.unscale(&mut grads)?),
         None => None,
     };
-    Ok((grads, found_inf))
+    Ok(LossGradients {
+        grads,
+        found_inf,
+        averaged,
+    })
 }
 
 /// `d sum(target) / d sources`, keeping the graph when `retain_graph`. Undefined gradients mean

@@ -260,7 +260,7 @@ pub fn apply_deferred(
         let model = &mut models[update.model];
         let name = model.name.clone();
         model
-            .apply(&update.grads, update.found_inf.as_ref())
+            .apply(&update.grads, update.found_inf.as_ref(), false)
             .map_err(|message| {
                 Error::builtin("UpdateOp", "forward", format!("{name}: {message}"))
             })?;

@@ -69,7 +69,8 @@ impl Network {
     }
 
     /// Joins a data-parallel `group`: every model starts from rank 0's variables (parameters
-    /// and buffers, broadcast), and from now on averages its gradients over the ranks.
+    /// and buffers, broadcast), and from now on averages its gradients over the ranks, during
+    /// the backward pass where it can (CPU parameters: Gloo's).
     pub fn join(&mut self, group: &crate::dist::SharedGroup) -> Result<()> {
         for model in &mut self.models {
             let variables: Vec<Tensor> = model
@@ -80,6 +81,10 @@ impl Network {
                 .broadcast_from_rank_zero(&variables)
                 .map_err(Error::Run)?;
             model.sync = Some(group.clone());
+            let on_cpu = model.params.iter().all(|p| p.device() == tch::Device::Cpu);
+            if !model.params.is_empty() && on_cpu {
+                model.overlap = Some(group.overlap(&model.params).map_err(Error::Run)?);
+            }
         }
         self.group = Some(group.clone());
         Ok(())

@@ -36,6 +36,9 @@ pub struct ModelSlot {
     pub torchscript: Option<TorchScriptSource>,
     /// In a data-parallel run: the group its gradients are averaged over before each step.
     pub sync: Option<crate::dist::SharedGroup>,
+    /// In a data-parallel run: its parameters hooked so that an update's gradients are
+    /// averaged while its backward pass runs (see [`crate::dist::Overlap`]).
+    pub overlap: Option<crate::dist::Overlap>,
 }
 
 /// Where a TorchScript model came from and what its `forward` takes.
@@ -123,6 +126,7 @@ impl ModelSlot {
             scaler: (parts.mixed_precision && device.is_cuda()).then(GradScaler::default),
             torchscript: parts.torchscript,
             sync: None,
+            overlap: None,
         })
     }
 
@@ -169,7 +173,12 @@ impl ModelSlot {
     /// says they overflowed; then updates the loss scale. In a data-parallel run the gradients
     /// are first averaged over the ranks and an overflow on any rank skips the step on all, so
     /// the replicas stay equal.
-    pub fn apply(&mut self, grads: &[Tensor], found_inf: Option<&Tensor>) -> Result<(), String> {
+    pub fn apply(
+        &mut self,
+        grads: &[Tensor],
+        found_inf: Option<&Tensor>,
+        averaged_already: bool,
+    ) -> Result<(), String> {
         if let (None, Some(flag)) = (&self.sync, found_inf) {
             if self.step_deciding_on_device(grads, flag)? {
                 return Ok(());
@@ -181,14 +190,13 @@ impl ModelSlot {
         };
         let averaged;
         let grads = match &self.sync {
-            Some(group) => {
-                if found_inf.is_some() {
-                    overflow = group.any(overflow)?;
-                }
-                averaged = group.average_gradients(&self.params, grads)?;
+            Some(group) if !averaged_already => {
+                let update = group.average_gradients(&self.params, grads, overflow)?;
+                overflow = update.overflow;
+                averaged = update.grads;
                 &averaged[..]
             }
-            None => grads,
+            _ => grads,
         };
         let name = &self.name;
         let Some(optimizer) = self

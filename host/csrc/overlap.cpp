@@ -1,0 +1,228 @@
+// Gradients all-reduced while backward still runs, as DDP's Reducer does. A hook on every
+// trainable parameter copies its gradient into a flat bucket the moment autograd computes it
+// (and hands autograd that bucket slot as the gradient), and a bucket whose gradients are all in
+// is all-reduced on Gloo's own threads while backward goes on to earlier layers. Buckets go out
+// in one fixed order on every rank, because Gloo matches the ranks' collectives by their order:
+// a bucket whose gradients are in waits for the buckets before it. The last bucket is held until
+// backward ends; it also carries a few numbers the ranks agree on (see src/dist/overlap.rs).
+//
+// The hooks act only while armed (around the backward pass of an update that averages its
+// gradients); any other backward through the same parameters passes through untouched.
+
+#include "dist.hpp"
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+using fe_dist::Group;
+
+struct Bucket {
+    // Indices into Overlap::params, in the order their gradients are expected (reverse).
+    std::vector<int> params;
+    at::ScalarType dtype;
+    // Elements of its gradients; the last bucket has `Overlap::extra` more after them.
+    int64_t numel = 0;
+    // This backward's flat buffer and how many of its gradients are still to come.
+    at::Tensor flat;
+    size_t missing = 0;
+};
+
+struct Overlap {
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+    std::chrono::milliseconds timeout;
+    std::vector<at::Tensor> params;
+    std::vector<unsigned> hooks;
+    std::vector<Bucket> buckets;
+    std::vector<size_t> bucket_of;
+    std::vector<int64_t> offset_of;
+    int64_t extra = 0;
+
+    // One backward's state.
+    bool armed = false;
+    std::vector<bool> ready;
+    size_t launched = 0;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+
+    at::Tensor slot(size_t i) const {
+        const auto &param = params[i];
+        return buckets[bucket_of[i]].flat.narrow(0, offset_of[i], param.numel()).view(
+            param.sizes());
+    }
+
+    void launch_next() {
+        std::vector<at::Tensor> tensors{buckets[launched].flat};
+        c10d::AllreduceOptions options;
+        options.reduceOp = c10d::ReduceOp::SUM;
+        options.timeout = timeout;
+        works.push_back(gloo->allreduce(tensors, options));
+        ++launched;
+    }
+
+    // Every bucket but the last whose gradients are all in, in order.
+    void launch_ready() {
+        while (launched + 1 < buckets.size() && buckets[launched].missing == 0) {
+            launch_next();
+        }
+    }
+
+    void arm() {
+        for (auto &bucket : buckets) {
+            auto extra_here = &bucket == &buckets.back() ? extra : 0;
+            bucket.flat = at::empty({bucket.numel + extra_here},
+                                    params[bucket.params.front()].options().dtype(bucket.dtype));
+            bucket.missing = bucket.params.size();
+        }
+        ready.assign(params.size(), false);
+        launched = 0;
+        works.clear();
+        armed = true;
+    }
+
+    at::Tensor on_gradient(size_t i, const at::Tensor &grad) {
+        if (!armed) {
+            return grad;
+        }
+        if (ready[i]) {
+            throw std::runtime_error("a parameter's gradient arrived twice in one backward pass");
+        }
+        auto into = slot(i);
+        into.copy_(grad);
+        ready[i] = true;
+        --buckets[bucket_of[i]].missing;
+        launch_ready();
+        return into;
+    }
+
+    // Zeros for the gradients backward never computed (parameters this rank's forward did not
+    // use: every rank must still send the same buckets), the extra numbers into the last bucket,
+    // the rest of the buckets out, every bucket waited for, and the sums divided by the world
+    // size. `extra_out` gets the extra numbers' sums (before the division).
+    void finish(const float *extra_in, float *extra_out, at::Tensor **grads_out) {
+        armed = false;
+        for (size_t i = 0; i < params.size(); ++i) {
+            if (!ready[i]) {
+                slot(i).zero_();
+                ready[i] = true;
+                --buckets[bucket_of[i]].missing;
+            }
+        }
+        launch_ready();
+        auto &last = buckets.back();
+        auto tail = last.flat.narrow(0, last.numel, extra);
+        tail.copy_(at::from_blob(const_cast<float *>(extra_in), {extra}, at::kFloat));
+        launch_next();
+        for (const auto &work : works) {
+            work->wait(timeout);
+        }
+        works.clear();
+        auto sums = tail.to(at::kFloat).contiguous();
+        std::memcpy(extra_out, sums.data_ptr<float>(), extra * sizeof(float));
+        auto world = static_cast<double>(gloo->getSize());
+        for (auto &bucket : buckets) {
+            bucket.flat.div_(world);
+        }
+        for (size_t i = 0; i < params.size(); ++i) {
+            grads_out[i] = new at::Tensor(slot(i));
+        }
+    }
+};
+
+// Parameters in reverse (the order backward produces their gradients, near enough), cut into
+// buckets of one dtype and at most `first_cap` bytes for the first, `cap` for the others: a
+// small first bucket starts communication early, as DDP's first_bucket_bytes_cap does.
+void plan(Overlap &overlap, int64_t first_cap, int64_t cap) {
+    auto count = overlap.params.size();
+    overlap.bucket_of.assign(count, 0);
+    overlap.offset_of.assign(count, 0);
+    int64_t bytes = 0;
+    for (size_t k = 0; k < count; ++k) {
+        auto i = count - 1 - k;
+        const auto &param = overlap.params[i];
+        auto limit = overlap.buckets.size() <= 1 ? first_cap : cap;
+        auto fits = !overlap.buckets.empty() && overlap.buckets.back().dtype == param.scalar_type() &&
+                    bytes + static_cast<int64_t>(param.nbytes()) <= limit;
+        if (!fits) {
+            overlap.buckets.push_back(Bucket{{}, param.scalar_type()});
+            bytes = 0;
+        }
+        auto &bucket = overlap.buckets.back();
+        overlap.bucket_of[i] = overlap.buckets.size() - 1;
+        overlap.offset_of[i] = bucket.numel;
+        bucket.params.push_back(static_cast<int>(i));
+        bucket.numel += param.numel();
+        bytes += static_cast<int64_t>(param.nbytes());
+    }
+}
+
+Overlap &get(void *handle) { return **static_cast<std::shared_ptr<Overlap> *>(handle); }
+
+}  // namespace
+
+extern "C" {
+
+// Hooks `params` (trainable, same device) of a rank of `group` for overlapped all-reduce in
+// buckets of at most `first_cap_bytes` (the first) and `cap_bytes` bytes, the last carrying
+// `extra` more numbers. `*buckets` gets how many buckets that made.
+char *fe_dist_overlap_new(void *group, at::Tensor **params, int count, int64_t first_cap_bytes,
+                          int64_t cap_bytes, int extra, void **out, int *buckets) {
+    FE_DIST_GUARD({
+        if (count <= 0) {
+            throw std::invalid_argument("no parameters to all-reduce");
+        }
+        const auto &membership = *static_cast<Group *>(group);
+        auto overlap = std::make_shared<Overlap>();
+        overlap->gloo = membership.gloo;
+        overlap->timeout = membership.timeout;
+        overlap->extra = extra;
+        for (int i = 0; i < count; ++i) {
+            overlap->params.push_back(*params[i]);
+        }
+        plan(*overlap, first_cap_bytes, cap_bytes);
+        std::weak_ptr<Overlap> weak = overlap;
+        for (int i = 0; i < count; ++i) {
+            // Weak: the parameters outlive the overlap, and their hooks must not keep it alive.
+            overlap->hooks.push_back(overlap->params[i].register_hook(
+                [weak, i](const at::Tensor &grad) -> at::Tensor {
+                    auto strong = weak.lock();
+                    return strong ? strong->on_gradient(static_cast<size_t>(i), grad) : grad;
+                }));
+        }
+        *buckets = static_cast<int>(overlap->buckets.size());
+        *out = new std::shared_ptr<Overlap>(std::move(overlap));
+    })
+}
+
+// Arms the hooks for the next backward pass.
+char *fe_dist_overlap_arm(void *handle) { FE_DIST_GUARD(get(handle).arm()) }
+
+// Ends an armed backward pass: see Overlap::finish. `grads_out` gets one new tensor per
+// parameter (the averaged gradients, in parameter order).
+char *fe_dist_overlap_finish(void *handle, const float *extra_in, float *extra_out,
+                             at::Tensor **grads_out) {
+    FE_DIST_GUARD(get(handle).finish(extra_in, extra_out, grads_out))
+}
+
+// Disarms after a backward pass that failed (the run is ending; buckets already sent are left).
+void fe_dist_overlap_disarm(void *handle) {
+    auto &overlap = get(handle);
+    overlap.armed = false;
+    overlap.works.clear();
+}
+
+void fe_dist_overlap_free(void *handle) {
+    auto *shared = static_cast<std::shared_ptr<Overlap> *>(handle);
+    auto &overlap = **shared;
+    for (size_t i = 0; i < overlap.hooks.size(); ++i) {
+        try {
+            overlap.params[i].remove_hook(overlap.hooks[i]);
+        } catch (...) {
+            // A parameter whose autograd state is gone has no hook left to remove.
+        }
+    }
+    delete shared;
+}
+
+}  // extern "C"
