@@ -122,7 +122,12 @@ fn float16_overflow_under_merge_grad_skips_the_merged_step_and_backs_off() {
     train(&mut network, &keys, &[("x", x * 1e30), ("y", y)], &[], 2);
     let now = on_cpu(&weights(&network));
     assert!(now.iter().zip(&start).all(|(a, b)| a.equal(b)));
-    let scaler = network.models[0].scaler.as_ref().unwrap();
+    let scaler = network.models[0]
+        .scaler
+        .as_ref()
+        .unwrap()
+        .snapshot()
+        .unwrap();
     assert_eq!((scaler.scale, scaler.skipped_steps), (scale / 2.0, 1));
 }
 
@@ -150,4 +155,40 @@ fn two_gpu_ranks_over_nccl_end_with_the_weights_of_one_gpu_process() {
         crate::dist::last(&parallel, "eval", "accuracy"),
         crate::dist::last(&single, "eval", "accuracy")
     );
+}
+
+#[test]
+fn float16_with_fused_adam_skips_an_overflow_on_the_device_without_reading_the_flag() {
+    // The fused path decides on the device: the host's copy of the scale stays as it was
+    // (nothing read it), the device's state has backed off, and the skipped step is neither
+    // applied nor counted.
+    let device = cuda();
+    let text = format!(
+        "{}\n[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse\"\n",
+        LINEAR
+            .replace("classes = 2\n", "classes = 2\nmixed_precision = true\n")
+            .replace(
+                "{ type = \"sgd\", lr = 0.1 }",
+                "{ type = \"adam\", lr = 0.01 }"
+            )
+    );
+    let (mut network, keys) = build_on(&text, device).unwrap();
+    let scale = network.models[0].scaler.as_ref().unwrap().scale;
+    let start = on_cpu(&weights(&network));
+    let (x, y) = data(2);
+    train(&mut network, &keys, &[("x", x * 1e30), ("y", y)], &[], 1);
+    let now = on_cpu(&weights(&network));
+    assert!(now.iter().zip(&start).all(|(a, b)| a.equal(b)));
+    let scaler = network.models[0].scaler.as_ref().unwrap();
+    assert_eq!(scaler.scale, scale, "the host's copy was not read back");
+    let read = scaler.snapshot().unwrap();
+    assert_eq!((read.scale, read.skipped_steps), (scale / 2.0, 1));
+    let (x, y) = data(3);
+    train(&mut network, &keys, &[("x", x), ("y", y)], &[], 2);
+    let steps = network.models[0].optimizer().unwrap().hyper_state()["step"].as_u64();
+    assert_eq!(steps, Some(1));
+    assert!(on_cpu(&weights(&network))
+        .iter()
+        .zip(&start)
+        .any(|(a, b)| !a.equal(b)));
 }

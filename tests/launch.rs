@@ -395,7 +395,11 @@ fn sigterm_to_the_launcher_reaches_every_rank_which_checkpoint_and_stop_resumabl
     seen.extend(lines.map(Result::unwrap));
     let status = launcher.wait().unwrap();
     finished.store(true, std::sync::atomic::Ordering::SeqCst);
-    assert!(!watchdog.join().unwrap(), "killed after {:?}", crate::util::PROCESSES_LIMIT);
+    assert!(
+        !watchdog.join().unwrap(),
+        "killed after {:?}",
+        crate::util::PROCESSES_LIMIT
+    );
     let out = Run {
         code: status.code().unwrap_or(-1),
         stdout: String::new(),

@@ -158,3 +158,28 @@ fn every_shipped_plugin_component_declares_its_fields() {
     );
     assert!(missing.is_empty(), "no field declarations: {missing:?}");
 }
+
+#[test]
+fn a_plugin_trace_adds_a_graph_that_the_run_summary_carries() {
+    // FastEstimator's `system.add_graph` from a trace: the graph lands next to the history
+    // in the `--summary` file, replaced by each later call under the same name.
+    let dir = TempDir::new("add-graph");
+    let manifest = lenet_manifest(2, "\n[[traces]]\ntrace = \"AddGraph\"\n").replace(
+        "[run]\n",
+        "[run]\ntrain_steps_per_epoch = 2\neval_steps_per_epoch = 1\n",
+    );
+    let summary = crate::util::summary(&dir, &manifest);
+    let graphs = &summary["custom_graphs"]["epochs_seen"];
+    assert_eq!(
+        graphs,
+        &serde_json::json!([{ "history": {
+            "train": { "epoch": { "1": 10.0, "2": 20.0 } },
+            "eval": { "epoch": { "1": 10.0, "2": 20.0 } },
+        }}]),
+        "summary: {summary}"
+    );
+    assert!(
+        summary["history"]["train"]["ce"].is_object(),
+        "history kept"
+    );
+}

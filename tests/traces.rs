@@ -543,3 +543,46 @@ fn model_saver_saves_every_frequency_epochs_and_keeps_the_newest() {
         .collect();
     assert_eq!(names, ["lenet_epoch_2.safetensors"]);
 }
+
+#[test]
+fn a_saver_or_plateau_watching_a_model_trained_on_two_losses_must_be_told_which() {
+    // FastEstimator's BestModelSaver and ReduceLROnPlateau take the model's loss only when it
+    // has one (`model.loss_name`); taking the first UpdateOp's would watch one loss silently.
+    let dir = TempDir::new("two-losses");
+    let second_loss = "\n[[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce2\"\n\
+                       \n[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lenet\"\nloss = \"ce2\"\n";
+    for (trace, extra) in [
+        (
+            "BestModelSaver",
+            format!("save_dir = \"{}\"\n", dir.path().join("best").display()),
+        ),
+        ("ReduceLROnPlateau", String::new()),
+    ] {
+        let traces =
+            format!("{second_loss}\n[[traces]]\ntrace = \"{trace}\"\nmodel = \"lenet\"\n{extra}");
+        let path = dir.write("m.toml", &lenet_manifest(1, &traces));
+        let out = crate::util::run_failing(&["run", &path.to_string_lossy()], 2);
+        assert!(
+            out.stderr.contains("m.toml")
+                && out.stderr.contains("trained on several losses (ce, ce2)")
+                && out.stderr.contains("`metric`"),
+            "{trace}: {}",
+            out.stderr
+        );
+        assert!(!dir.path().join("best").exists(), "nothing written");
+    }
+    // One loss is still taken as the default.
+    let path = dir.write(
+        "m.toml",
+        &lenet_manifest(
+            1,
+            "\n[[traces]]\ntrace = \"ReduceLROnPlateau\"\nmodel = \"lenet\"\n",
+        )
+        .replace(
+            "[run]\n",
+            "[run]\ntrain_steps_per_epoch = 2\neval_steps_per_epoch = 2\n",
+        ),
+    );
+    let out = run(&["run", &path.to_string_lossy(), "-q"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}

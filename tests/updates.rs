@@ -149,10 +149,7 @@ fn scaled_linear(optimizer: &str, merge_grad: u32) -> (Network, fe_host::network
         LINEAR.replace("{ type = \"sgd\", lr = 0.1 }", optimizer)
     );
     let (mut network, keys) = build(&text).unwrap();
-    network.models[0].scaler = Some(GradScaler {
-        scale: 1.0,
-        ..GradScaler::default()
-    });
+    network.models[0].scaler = Some(GradScaler::with_scale(1.0));
     (network, keys)
 }
 
@@ -162,7 +159,12 @@ fn overflowing_batch() -> (Tensor, Tensor) {
 }
 
 fn scale_of(network: &Network) -> (f64, u64) {
-    let scaler = network.models[0].scaler.as_ref().unwrap();
+    let scaler = network.models[0]
+        .scaler
+        .as_ref()
+        .unwrap()
+        .snapshot()
+        .unwrap();
     (scaler.scale, scaler.skipped_steps)
 }
 
@@ -241,8 +243,8 @@ fn per_parameter_gradients_update_like_the_loss_and_the_loss_stays_the_models_lo
     let (mut a, keys_a) = build(&format!("{LINEAR}{via_loss}")).unwrap();
     let (mut b, keys_b) = build(&format!("{LINEAR}{via_grads}")).unwrap();
     let mse = keys_b.get("mse").unwrap();
-    assert_eq!(b.loss_keys(Mode::Train), [mse]);
-    assert_eq!(b.update_loss_key(0).as_deref(), Some("mse"));
+    assert_eq!(b.loss_keys(), [mse]);
+    assert_eq!(b.model_loss_keys(0), ["mse"]);
     for call in 1..=3u64 {
         let (x, y) = data(call as i64);
         train_step(
@@ -300,5 +302,45 @@ fn a_per_parameter_gradient_of_the_wrong_shape_is_refused_naming_it() {
     assert!(
         err.contains("gradient `g_weight` has shape [3, 2], but parameter `fc1.weight` of model `lin` has [2, 3]"),
         "{err}"
+    );
+}
+
+#[test]
+fn fused_adam_under_a_scaler_decides_on_the_device_and_the_unfused_path_on_the_host() {
+    // PyTorch's fused optimizers under GradScaler: the kernel skips an overflowing step and
+    // `_amp_update_scale_` backs off, without the host reading the flag; the host's copy of
+    // the scale is only refreshed when read (`snapshot`). Unfused Adam reads the flag each
+    // step and keeps the host's copy current. Both give the same weights and scale.
+    let mut results = Vec::new();
+    for (adam, decided_on_device) in [
+        ("{ type = \"adam\", lr = 0.1 }", true),
+        ("{ type = \"adam\", lr = 0.1, fused = false }", false),
+    ] {
+        let (mut network, keys) = scaled_linear(adam, 1);
+        let (x, y) = overflowing_batch();
+        train_step(&mut network, &keys, &[("x", x), ("y", y)], 1).unwrap();
+        for call in 2..=3 {
+            let (x, y) = data(call as i64);
+            train_step(&mut network, &keys, &[("x", x), ("y", y)], call).unwrap();
+        }
+        let host_copy = network.models[0].scaler.as_ref().unwrap().scale;
+        assert_eq!(
+            host_copy == 1.0,
+            decided_on_device,
+            "{adam}: host copy {host_copy}"
+        );
+        assert_eq!(scale_of(&network), (0.5, 1), "{adam}");
+        assert_eq!(
+            optimizer_step_count(&network),
+            2,
+            "{adam}: the skipped step is not counted"
+        );
+        results.push(flat(&weights(&network)));
+    }
+    assert!(
+        results[0].allclose(&results[1], 1e-5, 1e-6, false),
+        "{:?} vs {:?}",
+        results[0],
+        results[1]
     );
 }

@@ -51,11 +51,13 @@ std::vector<at::Tensor> list(at::Tensor **tensors, int count) {
 extern "C" {
 
 // One fused Adam (or AdamW) step over every parameter; `steps` are float scalar tensors that
-// the caller has already incremented.
+// the caller has already incremented. With `found_inf` (nullable; a one-element float tensor
+// on the parameters' device, 0 or 1) the kernel skips the update on the device when it is 1,
+// as PyTorch's GradScaler has fused optimizers do: the host never reads the flag.
 char *fe_fused_adam(at::Tensor **params, at::Tensor **grads, at::Tensor **exp_avgs,
                     at::Tensor **exp_avg_sqs, at::Tensor **max_exp_avg_sqs, at::Tensor **steps,
                     int count, double lr, double beta1, double beta2, double weight_decay,
-                    double eps, bool amsgrad, bool decoupled) {
+                    double eps, bool amsgrad, bool decoupled, at::Tensor *found_inf) {
     FE_GUARD({
         auto p = list(params, count);
         auto g = list(grads, count);
@@ -63,12 +65,16 @@ char *fe_fused_adam(at::Tensor **params, at::Tensor **grads, at::Tensor **exp_av
         auto v = list(exp_avg_sqs, count);
         auto vmax = amsgrad ? list(max_exp_avg_sqs, count) : std::vector<at::Tensor>{};
         auto s = list(steps, count);
+        std::optional<at::Tensor> inf;
+        if (found_inf != nullptr) {
+            inf = *found_inf;
+        }
         if (decoupled) {
             at::_fused_adamw_(p, g, m, v, vmax, s, lr, beta1, beta2, weight_decay, eps, amsgrad,
-                              false);
+                              false, std::nullopt, inf);
         } else {
             at::_fused_adam_(p, g, m, v, vmax, s, lr, beta1, beta2, weight_decay, eps, amsgrad,
-                             false);
+                             false, std::nullopt, inf);
         }
         // The fused kernels write the parameters without bumping their version counters, so a
         // later backward pass through a graph that saved them would silently use the updated

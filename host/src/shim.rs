@@ -21,6 +21,7 @@ extern "C" {
         eps: f64,
         amsgrad: bool,
         decoupled: bool,
+        found_inf: *mut C_tensor,
     ) -> *mut c_char;
     fn fe_unscale_grads(
         grads: *const *mut C_tensor,
@@ -124,6 +125,9 @@ pub struct FusedAdam<'a> {
     pub max_exp_avg_sqs: &'a [Tensor],
     /// Step counts as float scalars, already incremented for this step.
     pub steps: &'a [Tensor],
+    /// Mixed precision: the overflow flag (0 or 1, float, on the parameters' device); the
+    /// kernel skips the update where it is 1, without the host reading it.
+    pub found_inf: Option<&'a Tensor>,
 }
 
 /// libtorch's `_fused_adam_` / `_fused_adamw_`: one kernel launch for every parameter.
@@ -167,6 +171,9 @@ pub fn fused_adam(
             eps,
             amsgrad,
             decoupled,
+            state
+                .found_inf
+                .map_or(std::ptr::null_mut(), |flag| flag.as_ptr().cast_mut()),
         )
     })
 }

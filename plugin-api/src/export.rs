@@ -29,6 +29,13 @@ macro_rules! export_plugin {
         #[used]
         pub static FE_PLUGIN_EXT_V1: $crate::ffi::ExtHeader = $crate::__private::EXT_HEADER;
 
+        /// How the host reaches this plugin's components during a run (fe-plugin-api 0.1.2
+        /// and later).
+        #[no_mangle]
+        #[used]
+        pub static FE_PLUGIN_HOST_LINK_V1: $crate::host_link::HostLinkHeader =
+            $crate::__private::HOST_LINK_HEADER;
+
         // Names this crate in errors when its components run without the host (its own
         // tests through `fe_plugin_api::testing`), as loading names it in a real run.
         $crate::inventory::submit! {
@@ -73,6 +80,13 @@ pub mod __private {
         module: super::ext_module,
     };
 
+    /// This plugin's host-link module and its layout.
+    pub const HOST_LINK_HEADER: crate::host_link::HostLinkHeader =
+        crate::host_link::HostLinkHeader {
+            layout: <crate::host_link::PluginHostLinkRef as abi_stable::StableAbi>::LAYOUT,
+            module: super::host_link_module,
+        };
+
     /// The crate that called `export_plugin!`, for errors outside the host.
     pub struct PluginIdentity {
         /// Its package name.
@@ -109,6 +123,17 @@ extern "C" fn ext_module() -> PluginExtRef {
         PluginExt {
             set_run_info: adapter::set_run_info,
             describe_fields: adapter::describe_fields,
+        }
+        .leak_into_prefix()
+    })
+}
+
+extern "C" fn host_link_module() -> crate::host_link::PluginHostLinkRef {
+    static MODULE: OnceLock<crate::host_link::PluginHostLinkRef> = OnceLock::new();
+    *MODULE.get_or_init(|| {
+        use abi_stable::prefix_type::PrefixTypeTrait;
+        crate::host_link::PluginHostLink {
+            set_host: crate::host_link::set_host_ffi,
         }
         .leak_into_prefix()
     })

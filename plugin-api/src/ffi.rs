@@ -11,7 +11,9 @@
 //!   layout check refuses a library whose prefix type has *fewer* fields than the host's, so
 //!   a new field in [`PluginMod`] or [`PluginExt`] would lock out every older plugin: hosts
 //!   then look for a new, separately exported module instead, as 0.1.1 did with
-//!   [`PluginExt`] under [`PLUGIN_EXT_SYMBOL`] (a plugin without it lacks its functions).
+//!   [`PluginExt`] under [`PLUGIN_EXT_SYMBOL`] (a plugin without it lacks its functions) and
+//!   0.1.2 with [`PluginHostLink`](crate::host_link::PluginHostLink) (the host's functions
+//!   handed to plugins, [`crate::host_link`]).
 //!   Such additions are patch releases (0.1.0 -> 0.1.1): plugins built before load into
 //!   newer hosts and newer plugins into older hosts, as `tests/plugin_kit.rs` checks against
 //!   the 0.1.0 sources kept in `tests/fixtures/plugin-api-0.1.0`.

@@ -67,6 +67,7 @@ mod error;
 mod export;
 pub mod ffi;
 mod fields;
+pub mod host_link;
 mod kinds;
 mod registry;
 pub mod run;
@@ -84,6 +85,7 @@ pub use error::{first_line, panic_message, Error, ErrorKind, PluginError, Result
 pub use export::__private;
 pub use ffi::{ComponentInfo, PluginDescription};
 pub use fields::{ComponentFields, Field, FieldInfo};
+pub use host_link::Graph;
 pub use kinds::{
     per_sample, var_store_variables, Dataset, FromConfig, Metric, Model, NoConfig, NumpyOp, Slicer,
     TensorOp, Trace,

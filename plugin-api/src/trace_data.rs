@@ -36,6 +36,13 @@ impl TraceContext<'_> {
     pub fn run(&self) -> crate::RunInfo {
         crate::run::current()
     }
+
+    /// Adds (or replaces) the graph `name` in the run's summary, FastEstimator's
+    /// `system.add_graph`: histories too rich for the logged values (per-class curves, label
+    /// tracking). Call it from a hook; an error under a host older than fe-plugin-api 0.1.2.
+    pub fn add_graph(&self, name: &str, graphs: &[crate::Graph]) -> Result<()> {
+        crate::host_link::add_graph(name, graphs)
+    }
 }
 
 /// A value a trace writes: a number, a text, or a tensor.

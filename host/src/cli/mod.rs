@@ -134,7 +134,8 @@ pub struct RunArgs {
     /// Train for this many epochs instead of `run.epochs`.
     #[arg(long)]
     pub epochs: Option<u32>,
-    /// Write the logged history as JSON to this file when the run ends.
+    /// Write the logged history (and the graphs traces added, `custom_graphs`) as JSON to this
+    /// file when the run ends.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
     /// Start from these weights (a directory of `<model>.safetensors`, a checkpoint
@@ -688,7 +689,7 @@ fn run_manifest(args: RunArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.summary {
-        let json = serde_json::to_string_pretty(&estimator.system.summary)
+        let json = crate::system::summary_json(&estimator.system)
             .map_err(|e| Error::Internal(format!("cannot serialize the summary: {e}")))?;
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }

@@ -126,7 +126,7 @@ fn monitored(
         .collect();
     let losses: Vec<String> = estimator
         .network
-        .loss_keys(Mode::Eval)
+        .loss_keys_written_in(Mode::Eval)
         .into_iter()
         .map(|k| estimator.keys.name(k).to_owned())
         .collect();

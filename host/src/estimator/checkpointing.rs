@@ -267,7 +267,12 @@ impl Estimator {
             let record = ModelRecord {
                 architecture: model.architecture.clone(),
                 current_optimizer: model.current_optimizer,
-                scaler: model.scaler.clone(),
+                scaler: model
+                    .scaler
+                    .as_ref()
+                    .map(GradScaler::snapshot)
+                    .transpose()
+                    .map_err(Error::Run)?,
                 optimizers,
                 torchscript: model.torchscript.as_ref().map(|source| ArchitectureFile {
                     file: source.file.display().to_string(),

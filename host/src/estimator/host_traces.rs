@@ -1,7 +1,7 @@
 //! The traces fe-host implements itself — they need the run's models, optimizers or files —
 //! and how each is built from its manifest table.
 
-use fe_plugin_api::{ComponentKind, Mode};
+use fe_plugin_api::ComponentKind;
 
 use super::adapt::{
     EarlyStopping, EarlyStoppingConfig, TerminateOnNaN, TerminateOnNaNConfig, Timer,
@@ -142,9 +142,9 @@ pub fn build(
         "EarlyStopping" => Box::new(EarlyStopping::new(cx.config::<EarlyStoppingConfig>()?)),
         "TerminateOnNaN" => {
             let config: TerminateOnNaNConfig = cx.config()?;
-            let losses: Vec<String> = Mode::ALL
-                .iter()
-                .flat_map(|&m| network.loss_keys(m))
+            let losses: Vec<String> = network
+                .loss_keys()
+                .into_iter()
                 .map(|k| network.keys.name(k).to_owned())
                 .collect();
             let names = config.monitor_names.unwrap_or_else(|| losses.clone());
@@ -277,19 +277,27 @@ impl BuildCx<'_> {
             })
     }
 
-    /// `metric`, or else the loss model `model` is trained on.
+    /// `metric`, or else the loss `model` is trained on; a model trained on several losses
+    /// must be told which to watch (FastEstimator's BestModelSaver and ReduceLROnPlateau assert).
     fn metric(&self, metric: Option<String>, model: usize) -> Result<String> {
-        match metric {
-            Some(metric) => Ok(metric),
-            None => self.network.update_loss_key(model).ok_or_else(|| {
-                self.error(
-                    &self.spec.path,
-                    format!(
-                        "model `{}` is not trained with a loss; say which `metric` to watch",
-                        self.network.models[model].name
-                    ),
-                )
-            }),
+        if let Some(metric) = metric {
+            return Ok(metric);
+        }
+        let name = &self.network.models[model].name;
+        let mut losses = self.network.model_loss_keys(model);
+        match losses.len() {
+            1 => Ok(losses.remove(0)),
+            0 => Err(self.error(
+                &self.spec.path,
+                format!("model `{name}` is not trained with a loss; say which `metric` to watch"),
+            )),
+            _ => Err(self.error(
+                &self.spec.path,
+                format!(
+                    "model `{name}` is trained on several losses ({}); say which `metric` to watch",
+                    losses.join(", ")
+                ),
+            )),
         }
     }
 }

@@ -109,7 +109,7 @@ impl Estimator {
 
         let loss_names = |mode: Mode| -> Vec<(KeyId, String)> {
             network
-                .loss_keys(mode)
+                .loss_keys_written_in(mode)
                 .into_iter()
                 .map(|k| (k, keys.name(k).to_owned()))
                 .collect()

@@ -257,7 +257,13 @@ impl TraceSlot {
                 (TraceHook::End, _) => trace.on_end(cx),
                 _ => Ok(()),
             },
-            TraceKind::Plugin(trace) => trace.run(hook, cx, batch),
+            TraceKind::Plugin(trace) => {
+                let ran = trace.run(hook, cx, batch);
+                for (name, graphs) in crate::plugins::graphs::take_pending() {
+                    cx.system.add_graph(&name, graphs);
+                }
+                ran
+            }
         }
     }
 

@@ -107,27 +107,42 @@ impl Network {
         group.broadcast_from_rank_zero(&buffers).map_err(Error::Run)
     }
 
-    /// Keys that are losses: the inputs of every `UpdateOp` whose producer runs in `mode`.
-    pub fn loss_keys(&self, mode: fe_plugin_api::Mode) -> Vec<KeyId> {
+    /// Keys that are losses, as FastEstimator's `Network.get_loss_keys`: the loss key of every
+    /// `UpdateOp` (inside meta ops too), whatever its mode, dataset or epochs.
+    pub fn loss_keys(&self) -> Vec<KeyId> {
         let mut keys: Vec<KeyId> = self.ops.iter().flat_map(OpNode::loss_keys).collect();
-        keys.retain(|k| {
-            self.ops
-                .iter()
-                .any(|op| op.outputs.contains(k) && op.modes.contains(mode))
-        });
         keys.sort();
         keys.dedup();
         keys
     }
 
-    /// The name of the loss key the first `UpdateOp` of `model` trains on.
-    pub fn update_loss_key(&self, model: usize) -> Option<String> {
-        self.ops.iter().find_map(|op| match &op.kind {
-            OpKind::Update(update) if update.model == model => {
-                Some(self.keys.name(update.loss).to_owned())
+    /// The loss keys some op writes in `mode`: what the essential traces read from that mode's
+    /// batches. FastEstimator monitors every loss key and skips those absent from the batch,
+    /// which logs the same values; declaring only these keeps the others out of the keys a
+    /// mode's step must return.
+    pub fn loss_keys_written_in(&self, mode: fe_plugin_api::Mode) -> Vec<KeyId> {
+        let mut keys = self.loss_keys();
+        keys.retain(|k| {
+            self.ops
+                .iter()
+                .any(|op| op.outputs.contains(k) && op.modes.contains(mode))
+        });
+        keys
+    }
+
+    /// The loss keys of the `UpdateOp`s that train `model` (FastEstimator's `model.loss_name`),
+    /// in the order the ops appear.
+    pub fn model_loss_keys(&self, model: usize) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for op in &self.ops {
+            for (updated, loss) in op.update_losses() {
+                let name = self.keys.name(loss);
+                if updated == model && !names.iter().any(|n| n == name) {
+                    names.push(name.to_owned());
+                }
             }
-            _ => None,
-        })
+        }
+        names
     }
 
     /// Puts each model's optimizer for `epoch` in force.

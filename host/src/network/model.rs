@@ -179,6 +179,11 @@ impl ModelSlot {
         found_inf: Option<&Tensor>,
         averaged_already: bool,
     ) -> Result<(), String> {
+        if let (None, Some(flag)) = (&self.sync, found_inf) {
+            if self.step_deciding_on_device(grads, flag)? {
+                return Ok(());
+            }
+        }
         let mut overflow = match found_inf {
             Some(flag) => super::precision::overflowed(flag)?,
             None => false,
@@ -209,9 +214,38 @@ impl ModelSlot {
                 .map_err(crate::tch_message)?;
         }
         if let Some(scaler) = self.scaler.as_mut() {
-            scaler.update(overflow);
+            scaler.update(overflow)?;
         }
         Ok(())
+    }
+
+    /// Mixed precision in one process with an optimizer that can skip on the device (fused
+    /// Adam/AdamW, as PyTorch's fused optimizers under GradScaler): the step, its skipping and
+    /// the scale update all happen there, and the host never waits for the overflow flag.
+    /// `false` when the optimizer in force cannot; [`ModelSlot::apply`] then reads the flag.
+    fn step_deciding_on_device(
+        &mut self,
+        grads: &[Tensor],
+        found_inf: &Tensor,
+    ) -> Result<bool, String> {
+        let (Some(scaler), Some(slot)) = (
+            self.scaler.as_mut(),
+            self.current_optimizer
+                .and_then(|i| self.optimizers.get_mut(i)),
+        ) else {
+            return Ok(false);
+        };
+        // Summed over `merge_grad` micro-steps the flag can exceed 1; the kernels skip at 1.
+        let flag = found_inf.f_clamp_max(1.0).map_err(crate::tch_message)?;
+        if !slot
+            .optimizer
+            .step_unless_overflow(&self.params, grads, &flag)
+            .map_err(crate::tch_message)?
+        {
+            return Ok(false);
+        }
+        scaler.update_on_device(&flag)?;
+        Ok(true)
     }
 
     /// Gradients of every trainable parameter flattened into one vector (undefined → zeros).

@@ -67,6 +67,19 @@ impl OpNode {
         }
     }
 
+    /// `(model, loss key)` of every `UpdateOp` in this op (meta ops included).
+    pub fn update_losses(&self) -> Vec<(usize, KeyId)> {
+        match &self.kind {
+            OpKind::Update(update) => vec![(update.model, update.loss)],
+            OpKind::Meta(meta) => meta
+                .children()
+                .iter()
+                .flat_map(|c| c.update_losses())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Indices of the models this op updates (meta ops included).
     pub fn updated_models(&self) -> Vec<usize> {
         match &self.kind {

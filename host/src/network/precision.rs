@@ -27,8 +27,10 @@ impl Drop for Autocast {
     }
 }
 
-/// The dynamic loss scale of one model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The dynamic loss scale of one model. After a step decided on the device
+/// ([`GradScaler::update_on_device`]) its fields are stale until [`GradScaler::snapshot`] or
+/// [`GradScaler::update`] reads the device back.
+#[derive(Debug, Serialize, Deserialize)]
 pub struct GradScaler {
     /// The current scale.
     pub scale: f64,
@@ -42,6 +44,21 @@ pub struct GradScaler {
     pub growth_tracker: u32,
     /// Steps skipped because gradients overflowed.
     pub skipped_steps: u64,
+    /// The same state on the device, once a step was decided there.
+    #[serde(skip)]
+    device: Option<DeviceScale>,
+}
+
+/// [`GradScaler`]'s state where PyTorch keeps it: on the gradients' device, updated by
+/// `_amp_update_scale_` from the overflow flag without the host reading it.
+#[derive(Debug)]
+struct DeviceScale {
+    /// float32 `[1]`.
+    scale: Tensor,
+    /// int32 `[1]`.
+    growth_tracker: Tensor,
+    /// float64 `[1]`.
+    skipped_steps: Tensor,
 }
 
 impl Default for GradScaler {
@@ -53,14 +70,31 @@ impl Default for GradScaler {
             growth_interval: 2000,
             growth_tracker: 0,
             skipped_steps: 0,
+            device: None,
         }
     }
 }
 
 impl GradScaler {
+    /// PyTorch's defaults, starting from `scale`.
+    pub fn with_scale(scale: f64) -> Self {
+        Self {
+            scale,
+            ..Self::default()
+        }
+    }
+
     /// The loss multiplied by the current scale.
     pub fn scale_loss(&self, loss: &Tensor) -> Result<Tensor, tch::TchError> {
-        loss.f_mul_scalar(self.scale)
+        match &self.device {
+            Some(device) => loss.f_mul(
+                &device
+                    .scale
+                    .f_reshape([] as [i64; 0])?
+                    .f_to_kind(loss.kind())?,
+            ),
+            None => loss.f_mul_scalar(self.scale),
+        }
     }
 
     /// Divides the gradients by the scale in place. Returns a one-element tensor on their
@@ -77,13 +111,18 @@ impl GradScaler {
         let options = (tch::Kind::Float, device);
         // `full`/`zeros` fill on the device; uploading host scalars would block on CUDA.
         let found_inf = Tensor::f_zeros([1], options).map_err(crate::tch_message)?;
-        let inverse = Tensor::f_full([1], 1.0 / self.scale, options).map_err(crate::tch_message)?;
+        let inverse = match &self.device {
+            Some(state) => state.scale.f_reciprocal(),
+            None => Tensor::f_full([1], 1.0 / self.scale, options),
+        }
+        .map_err(crate::tch_message)?;
         crate::shim::unscale_grads(&defined, &found_inf, &inverse)?;
         Ok(found_inf)
     }
 
-    /// Updates the scale after a step (`overflow`: the step was skipped).
-    pub fn update(&mut self, overflow: bool) {
+    /// Updates the scale after a step (`overflow`: the step was skipped), on the host.
+    pub fn update(&mut self, overflow: bool) -> Result<(), String> {
+        self.read_back_device_state()?;
         if overflow {
             self.scale *= self.backoff_factor;
             self.growth_tracker = 0;
@@ -95,6 +134,65 @@ impl GradScaler {
                 self.growth_tracker = 0;
             }
         }
+        Ok(())
+    }
+
+    /// Updates the scale after a step from the overflow flag (0 or 1, on the device) without
+    /// reading it, as PyTorch's `_amp_update_scale_`: the same rules as [`GradScaler::update`].
+    pub fn update_on_device(&mut self, found_inf: &Tensor) -> Result<(), String> {
+        let _guard = tch::no_grad_guard();
+        if self.device.is_none() {
+            // `full` fills on the device; no host-to-device copy.
+            let on = |value: f64, kind| Tensor::f_full([1], value, (kind, found_inf.device()));
+            self.device = Some(DeviceScale {
+                scale: on(self.scale, tch::Kind::Float).map_err(crate::tch_message)?,
+                growth_tracker: on(self.growth_tracker as f64, tch::Kind::Int)
+                    .map_err(crate::tch_message)?,
+                skipped_steps: on(self.skipped_steps as f64, tch::Kind::Double)
+                    .map_err(crate::tch_message)?,
+            });
+        }
+        let Some(state) = self.device.as_mut() else {
+            return Ok(());
+        };
+        let _ = state
+            .scale
+            .f_internal_amp_update_scale_(
+                &state.growth_tracker,
+                found_inf,
+                self.growth_factor,
+                self.backoff_factor,
+                i64::from(self.growth_interval),
+            )
+            .map_err(crate::tch_message)?;
+        let _ = state
+            .skipped_steps
+            .f_add_(found_inf)
+            .map_err(crate::tch_message)?;
+        Ok(())
+    }
+
+    /// The scaler with its device state read back (a sync): for checkpoints and inspection.
+    pub fn snapshot(&self) -> Result<GradScaler, String> {
+        let mut copy = GradScaler {
+            device: None,
+            ..*self
+        };
+        if let Some(state) = &self.device {
+            let read = |t: &Tensor| t.f_double_value(&[0]).map_err(crate::tch_message);
+            copy.scale = read(&state.scale)?;
+            copy.growth_tracker = read(&state.growth_tracker)? as u32;
+            copy.skipped_steps = read(&state.skipped_steps)? as u64;
+        }
+        Ok(copy)
+    }
+
+    /// Brings the device state back into the fields and drops it: the host decides again.
+    fn read_back_device_state(&mut self) -> Result<(), String> {
+        if self.device.is_some() {
+            *self = self.snapshot()?;
+        }
+        Ok(())
     }
 }
 
@@ -120,7 +218,7 @@ mod tests {
             Tensor::from_slice(&[f32::INFINITY, 1.0]),
         ];
         assert!(overflowed(&scaler.unscale(&mut grads).unwrap()).unwrap());
-        scaler.update(true);
+        scaler.update(true).unwrap();
         assert_eq!((scaler.scale, scaler.skipped_steps), (32768.0, 1));
     }
 
@@ -133,9 +231,9 @@ mod tests {
         let mut grads = vec![Tensor::from_slice(&[65536.0f32]), Tensor::new()];
         assert!(!overflowed(&scaler.unscale(&mut grads).unwrap()).unwrap());
         assert_eq!(grads[0].double_value(&[0]), 1.0);
-        scaler.update(false);
+        scaler.update(false).unwrap();
         assert_eq!(scaler.scale, 65536.0);
-        scaler.update(false);
+        scaler.update(false).unwrap();
         assert_eq!(scaler.scale, 131072.0);
     }
 }

@@ -51,6 +51,9 @@ pub struct Adam {
     config: AdamConfig,
     decoupled: bool,
     step: u64,
+    /// The step count on the device, after steps whose skipping only the device knows
+    /// ([`Optimizer::step_unless_overflow`]); `step` is stale while it is set.
+    device_step: Option<Tensor>,
     exp_avg: PerParameter,
     exp_avg_sq: PerParameter,
     max_exp_avg_sq: PerParameter,
@@ -63,6 +66,7 @@ impl Adam {
             config,
             decoupled,
             step: 0,
+            device_step: None,
             exp_avg: PerParameter::default(),
             exp_avg_sq: PerParameter::default(),
             max_exp_avg_sq: PerParameter::default(),
@@ -77,7 +81,27 @@ impl Adam {
 }
 
 impl Adam {
-    fn fused_step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError> {
+    /// Brings the device's step count back to the host (a sync), for the host-side paths.
+    fn take_device_step(&mut self) -> Result<(), tch::TchError> {
+        if let Some(step) = self.device_step.take() {
+            self.step = step.f_double_value(&[])? as u64;
+        }
+        Ok(())
+    }
+
+    fn can_fuse(&self, params: &[Tensor], grads: &[Tensor]) -> bool {
+        self.config.fused && !params.is_empty() && grads.iter().all(Tensor::defined)
+    }
+
+    /// One fused kernel launch; `step` is the already incremented step count (a float scalar
+    /// on the parameters' device) and `found_inf`, when given, skips the update on the device.
+    fn fused_step(
+        &mut self,
+        params: &[Tensor],
+        grads: &[Tensor],
+        step: &Tensor,
+        found_inf: Option<&Tensor>,
+    ) -> Result<(), tch::TchError> {
         let torch_error = |message: String| tch::TchError::Torch(message);
         let amsgrad = self.config.amsgrad;
         let mut m = Vec::with_capacity(params.len());
@@ -91,13 +115,6 @@ impl Adam {
             }
         }
         // The kernel reads (never writes) the step count; one scalar serves every parameter.
-        // `full` fills it on the device: uploading a host scalar would be a blocking
-        // host-to-device copy, a stream sync on every step on CUDA.
-        let step = Tensor::f_full(
-            [] as [i64; 0],
-            self.step as f64,
-            (tch::Kind::Float, params[0].device()),
-        )?;
         let steps: Vec<Tensor> = params.iter().map(|_| step.shallow_clone()).collect();
         let state = crate::shim::FusedAdam {
             params,
@@ -106,6 +123,7 @@ impl Adam {
             exp_avg_sqs: &v,
             max_exp_avg_sqs: &vmax,
             steps: &steps,
+            found_inf,
         };
         no_grad(|| {
             crate::shim::fused_adam(
@@ -132,9 +150,17 @@ impl Optimizer for Adam {
     }
 
     fn step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError> {
+        self.take_device_step()?;
         self.step += 1;
-        if self.config.fused && !params.is_empty() && grads.iter().all(Tensor::defined) {
-            return self.fused_step(params, grads);
+        if self.can_fuse(params, grads) {
+            // `full` fills it on the device: uploading a host scalar would be a blocking
+            // host-to-device copy, a stream sync on every step on CUDA.
+            let step = Tensor::f_full(
+                [] as [i64; 0],
+                self.step as f64,
+                (tch::Kind::Float, params[0].device()),
+            )?;
+            return self.fused_step(params, grads, &step, None);
         }
         let (beta1, beta2) = self.config.betas;
         let (lr, eps, amsgrad) = (self.config.lr, self.config.eps, self.config.amsgrad);
@@ -179,6 +205,36 @@ impl Optimizer for Adam {
         })
     }
 
+    fn step_unless_overflow(
+        &mut self,
+        params: &[Tensor],
+        grads: &[Tensor],
+        found_inf: &Tensor,
+    ) -> Result<bool, tch::TchError> {
+        if !self.can_fuse(params, grads) {
+            return Ok(false);
+        }
+        // PyTorch's fused Adam under GradScaler: count the step, let the kernel skip it when
+        // the flag is set, and take the skipped step back off the count, all on the device.
+        let step = match &self.device_step {
+            Some(step) => step.shallow_clone(),
+            None => Tensor::f_full(
+                [] as [i64; 0],
+                self.step as f64,
+                (tch::Kind::Float, params[0].device()),
+            )?,
+        };
+        let flag = found_inf.f_reshape([] as [i64; 0])?;
+        no_grad(|| {
+            let _ = step.shallow_clone().f_add_scalar_(1.0)?;
+            self.fused_step(params, grads, &step, Some(found_inf))?;
+            let _ = step.shallow_clone().f_sub_(&flag)?;
+            Ok::<(), tch::TchError>(())
+        })?;
+        self.device_step = Some(step);
+        Ok(true)
+    }
+
     fn lr(&self) -> f64 {
         self.config.lr
     }
@@ -188,7 +244,13 @@ impl Optimizer for Adam {
     }
 
     fn hyper_state(&self) -> serde_json::Value {
-        serde_json::json!({ "config": self.config, "decoupled": self.decoupled, "step": self.step })
+        // A step count still on the device is read here: checkpoints and logs, not every step.
+        let step = self
+            .device_step
+            .as_ref()
+            .and_then(|t| t.f_double_value(&[]).ok())
+            .map_or(self.step, |s| s as u64);
+        serde_json::json!({ "config": self.config, "decoupled": self.decoupled, "step": step })
     }
 
     fn tensor_state(&self) -> Vec<(String, Tensor)> {
@@ -209,6 +271,7 @@ impl Optimizer for Adam {
         self.step = hyper["step"]
             .as_u64()
             .ok_or("optimizer state has no step count")?;
+        self.device_step = None;
         self.exp_avg.import("exp_avg", tensors)?;
         self.exp_avg_sq.import("exp_avg_sq", tensors)?;
         self.max_exp_avg_sq.import("max_exp_avg_sq", tensors)

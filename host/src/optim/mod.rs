@@ -27,6 +27,19 @@ pub trait Optimizer: Send {
     /// the loss does not depend on) leaves its parameter untouched.
     fn step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError>;
 
+    /// Mixed precision without a host-device sync: applies the update unless `found_inf` (a
+    /// one-element 0/1 float flag on the parameters' device) is 1, deciding on the device, and
+    /// returns `true`. Returns `false`, doing nothing, when this optimizer cannot; the caller
+    /// then reads the flag and calls [`Optimizer::step`] or not.
+    fn step_unless_overflow(
+        &mut self,
+        _params: &[Tensor],
+        _grads: &[Tensor],
+        _found_inf: &Tensor,
+    ) -> Result<bool, tch::TchError> {
+        Ok(false)
+    }
+
     /// The current learning rate.
     fn lr(&self) -> f64;
 

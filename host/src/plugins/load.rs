@@ -11,6 +11,7 @@ use abi_stable::std_types::RBoxError;
 use abi_stable::StableAbi;
 use fe_plugin_api::build_info::BuildInfo;
 use fe_plugin_api::ffi::{ExtHeader, PluginExtRef, PluginModRef, PLUGIN_EXT_SYMBOL};
+use fe_plugin_api::host_link::{HostLinkHeader, PluginHostLinkRef, PLUGIN_HOST_LINK_SYMBOL};
 use fe_plugin_api::ComponentInfo;
 use sha2::{Digest, Sha256};
 
@@ -30,6 +31,8 @@ pub struct LoadedPlugin {
     /// Its extension module (run info, field declarations); `None` for plugins built before
     /// fe-plugin-api 0.1.1.
     pub ext: Option<PluginExtRef>,
+    /// Its host-link module (graphs); `None` for plugins built before fe-plugin-api 0.1.2.
+    pub host_link: Option<PluginHostLinkRef>,
 }
 
 impl LoadedPlugin {
@@ -146,6 +149,7 @@ fn load_one(
     }
     let module = open(path).map_err(Skip::Refused)?;
     let ext = open_ext(path).map_err(Skip::Refused)?;
+    let host_link = open_host_link(path).map_err(Skip::Refused)?;
     let description = module.describe()();
     Ok(Some(LoadedPlugin {
         path: path.clone(),
@@ -153,6 +157,7 @@ fn load_one(
         components: description.components.into_iter().collect(),
         module,
         ext,
+        host_link,
     }))
 }
 
@@ -177,6 +182,24 @@ fn open_ext(path: &Path) -> Result<Option<PluginExtRef>, String> {
     // Plugins are never unloaded: keep the handle's reference to the library forever.
     std::mem::forget(library);
     check_layout_compatibility(<PluginExtRef as StableAbi>::LAYOUT, header.layout)
+        .map_err(|e| describe_library_error(&LibraryError::AbiInstability(RBoxError::new(e))))?;
+    Ok(Some((header.module)()))
+}
+
+/// The plugin's host-link module, when it exports one (fe-plugin-api 0.1.2 and later), after
+/// abi_stable's layout check against this host's.
+fn open_host_link(path: &Path) -> Result<Option<PluginHostLinkRef>, String> {
+    let library = RawLibrary::load_at(path).map_err(|e| describe_library_error(&e))?;
+    // SAFETY: a file that passed the build-info and root-module checks exports this symbol
+    // only through `export_plugin!`, as a `'static HostLinkHeader`.
+    let header: &'static HostLinkHeader =
+        match unsafe { library.get::<&'static HostLinkHeader>(PLUGIN_HOST_LINK_SYMBOL) } {
+            Ok(symbol) => *symbol,
+            Err(_) => return Ok(None),
+        };
+    // Plugins are never unloaded: keep the handle's reference to the library forever.
+    std::mem::forget(library);
+    check_layout_compatibility(<PluginHostLinkRef as StableAbi>::LAYOUT, header.layout)
         .map_err(|e| describe_library_error(&LibraryError::AbiInstability(RBoxError::new(e))))?;
     Ok(Some((header.module)()))
 }

@@ -3,6 +3,7 @@
 
 pub mod create;
 pub mod discover;
+pub mod graphs;
 pub mod handles;
 pub mod load;
 pub mod probe;

@@ -55,15 +55,20 @@ fn absolute(path: &Path) -> std::path::PathBuf {
 }
 
 impl Registry {
-    /// Tells every loaded plugin (and the host's own registrations) about the run. Plugins
-    /// built before fe-plugin-api 0.1.1 have no extension module and are skipped: their
-    /// components never ask.
+    /// Tells every loaded plugin (and the host's own registrations) about the run, and
+    /// gives them the host's functions. Plugins built before fe-plugin-api 0.1.1 (0.1.2 for
+    /// the functions) lack the module and are skipped: their components never ask.
     pub fn announce(&self, info: &RunInfo) {
         fe_plugin_api::run::set_process(info.clone());
+        let host = super::graphs::ffi_host();
+        fe_plugin_api::host_link::set_host(host);
         let ffi = FfiRunInfo::leak(info);
         for plugin in &self.plugins.plugins {
             if let Some(ext) = plugin.ext {
                 ext.set_run_info()(ffi);
+            }
+            if let Some(link) = plugin.host_link {
+                link.set_host()(host);
             }
         }
     }

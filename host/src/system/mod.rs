@@ -178,6 +178,21 @@ impl System {
     }
 }
 
+/// The `--summary` file: the logged history and, when traces added any, the custom graphs
+/// (FastEstimator keeps both on its `System` for the run's report).
+pub fn summary_json(system: &System) -> serde_json::Result<String> {
+    let mut json = serde_json::to_value(&system.summary)?;
+    if !system.custom_graphs.is_empty() {
+        if let Some(object) = json.as_object_mut() {
+            object.insert(
+                "custom_graphs".to_owned(),
+                serde_json::to_value(&system.custom_graphs)?,
+            );
+        }
+    }
+    serde_json::to_string_pretty(&json)
+}
+
 fn fresh_id() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
