@@ -1,0 +1,187 @@
+//! `fe-host run`: one training run of a manifest, as a single process or as one rank of a
+//! data-parallel group.
+
+use std::io::IsTerminal;
+
+use super::{check_before_building, checkpoint, device, load_manifest, summary, versions, RunArgs};
+use crate::components::load_manifest_registry;
+use crate::error::{Error, Result};
+use crate::estimator::{Estimator, RunOptions};
+use crate::manifest::Manifest;
+use crate::plugins::default_search_path;
+
+pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
+    let mut manifest = load_manifest(&args.manifest, &args.overrides, args.epochs)?;
+    let membership = data_parallel_membership(args.smoke)?;
+    // Ranks other than 0 train in step with rank 0 and say nothing: rank 0 speaks for the run.
+    let speaks = membership.as_ref().is_none_or(|m| m.rank == 0);
+    let quiet = args.quiet || !speaks;
+    let smoke_dir = args
+        .smoke
+        .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
+    let from_flag = args.log_dir.is_some();
+    let named_root = manifest.run.log_dir.clone();
+    if let Some(dir) = args.log_dir {
+        manifest.run.log_dir = Some(dir);
+    }
+    if let Some(dir) = &smoke_dir {
+        checkpoint::smoke_manifest(&mut manifest, dir);
+    }
+    check_before_building(&manifest, args.threads, from_flag)?;
+    let version = match smoke_dir {
+        Some(_) => None,
+        None => {
+            let request = checkpoint::resume_request(args.resume.as_deref(), &manifest, false);
+            versions::choose(&mut manifest, named_root, request)?
+        }
+    };
+    // Every rank resolves the version (a resume reads its checkpoints from it); rank 0 alone
+    // makes it, points `latest` at it and removes it after a failed start.
+    let version = version.filter(|_| speaks);
+    crate::runtime::tune_malloc();
+    crate::runtime::set_threads(args.threads.or(manifest.run.threads));
+    crate::runtime::set_determinism(manifest.run.deterministic, manifest.run.cudnn_benchmark)?;
+    let mut device = device(args.device.as_deref(), &manifest)?;
+    if let Some(membership) = &membership {
+        device = crate::dist::role::rank_device(device, membership).map_err(Error::Usage)?;
+    }
+    let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
+    let registry = load_manifest_registry(&search, &manifest)?;
+    if let Some(membership) = &membership {
+        let rank = crate::plugins::Membership::of(membership);
+        registry.announce(&crate::plugins::run_info(&manifest, rank));
+    }
+    let options = RunOptions {
+        quiet,
+        out: Box::new(std::io::stdout()),
+        progress: std::io::stdout().is_terminal(),
+    };
+    let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
+    // Decided before the weights are touched: with `auto`, --load-weights is for a fresh start.
+    let resume_from =
+        match checkpoint::resume_request(args.resume.as_deref(), &manifest, args.smoke) {
+            Some(request) => checkpoint::resume_source(&manifest, request, quiet)?,
+            None => None,
+        };
+    if let (None, Some(path)) = (&resume_from, &args.load_weights) {
+        crate::system::weights::load(&mut estimator.network, path)?;
+    }
+    if let Some(membership) = &membership {
+        // Before the rendezvous: a rank refusing the batch after it would leave the others
+        // waiting on a store that is gone.
+        (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
+        let group = join_group(membership, &manifest, device)?;
+        estimator.join(group, &manifest)?;
+    }
+    if let Some(path) = &resume_from {
+        let options = crate::estimator::checkpointing::ResumeOptions {
+            allow_changes: args.allow_changes,
+            epochs: args.epochs,
+        };
+        checkpoint::resume(&mut estimator, path, options, quiet)?;
+    }
+    if let Some(dir) = &smoke_dir {
+        estimator.test = false;
+        let outcome = estimator.fit_then(|estimator| {
+            checkpoint::smoke_reload(estimator, &checkpoint::smoke_checkpoints(dir))
+        });
+        if args.keep {
+            println!(
+                "fe-host smoke: kept everything it wrote in {}",
+                dir.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        return outcome;
+    }
+    if let Some(version) = &version {
+        let run_id = &estimator.checkpointing.run_id;
+        // The run checks this again when it starts; here, so that a refused run leaves no
+        // version directory behind either.
+        if let Some(config) = &manifest.checkpoint {
+            crate::checkpoint::check_owner(&config.dir, run_id)?;
+        }
+        version.create(run_id, &args.manifest, args.quiet)?;
+    }
+    crate::stop::install();
+    let mut outcome = estimator.fit();
+    if let (Err(_), Some(version)) = (&outcome, &version) {
+        version.forget_if_unused();
+    }
+    if let Err(Error::Stopped {
+        resume, checkpoint, ..
+    }) = &mut outcome
+    {
+        let root = crate::checkpoint::default_root(&manifest);
+        *resume = format!("fe-host run {} --resume", args.manifest.display());
+        if checkpoint.parent() != Some(root.as_path()) {
+            resume.push_str(&format!(" {}", checkpoint.display()));
+        }
+    }
+    if !speaks {
+        // Saved weights, exports and summaries are rank 0's to write.
+        return outcome;
+    }
+    if let (Ok(()), Some(dir)) = (&outcome, &args.save_weights) {
+        outcome = crate::system::weights::save(&estimator.network, dir).map(|_| ());
+    }
+    if let (Ok(()), Some(dir)) = (&outcome, &args.export) {
+        let system = serde_json::to_value(&estimator.system).ok();
+        outcome = crate::predict::export::write(
+            &manifest,
+            &registry,
+            &estimator.network.models,
+            &format!("the run of {}", args.manifest.display()),
+            system.as_ref(),
+            dir,
+        )
+        .map(|_| ());
+    }
+    if outcome.is_ok() && !args.quiet {
+        for line in summary::lines(&estimator, &manifest, &args.manifest) {
+            println!("{line}");
+        }
+    }
+    if let Some(path) = &args.summary {
+        let json = crate::system::summary_json(&estimator.system)
+            .map_err(|e| Error::Internal(format!("cannot serialize the summary: {e}")))?;
+        std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
+    }
+    outcome
+}
+
+/// This process's place in a data-parallel run, from torchrun's variables (`None`: it trains
+/// alone, also as the only rank of one).
+fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist::Membership>> {
+    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let membership = crate::dist::membership(&vars).map_err(Error::Usage)?;
+    let Some(membership) = membership.filter(|m| m.world > 1) else {
+        return Ok(None);
+    };
+    if smoke {
+        return Err(Error::Usage(format!(
+            "--smoke checks a manifest in one process, but this is rank {} of {} (RANK/WORLD_SIZE are set); run the smoke test without torchrun",
+            membership.rank, membership.world
+        )));
+    }
+    Ok(Some(membership))
+}
+
+/// Joins the process group of `membership`, waiting at most `run.process_group_timeout` for
+/// the other ranks (the same timeout bounds every collective of the run).
+fn join_group(
+    membership: &crate::dist::Membership,
+    manifest: &Manifest,
+    device: tch::Device,
+) -> Result<crate::dist::SharedGroup> {
+    let cuda = match device {
+        tch::Device::Cuda(index) => Some(index),
+        _ => None,
+    };
+    let group =
+        crate::dist::ProcessGroup::join(membership, manifest.run.process_group_timeout, cuda)
+            .map_err(Error::Run)?;
+    crate::dist::role::set(membership.rank, membership.world);
+    Ok(crate::dist::SharedGroup::new(group))
+}
