@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace fe_dist {
 
@@ -53,8 +54,23 @@ c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store
 // while still sending few, large messages.
 constexpr int64_t kBucketBytes = 25 * 1024 * 1024;
 
+// Waits for `work`, polling (and yielding the core to any other runnable thread) for the first
+// few milliseconds before blocking. A collective between busy ranks usually ends within a
+// millisecond, and a blocked thread's wake-up — on a virtual machine, an idle vCPU's — costs
+// about as much again: on 2 cores, 2 ranks trained LeNet ~10% faster polling. Longer waits
+// (a straggler, a lost rank) block, so they do not burn a core until the timeout.
+inline void wait_work(const c10::intrusive_ptr<c10d::Work> &work,
+                      std::chrono::milliseconds timeout) {
+    constexpr auto kPoll = std::chrono::milliseconds(5);
+    auto until = std::chrono::steady_clock::now() + kPoll;
+    while (!work->isCompleted() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+    }
+    work->wait(timeout);
+}
+
 inline void wait(const Group &group, const c10::intrusive_ptr<c10d::Work> &work) {
-    work->wait(group.timeout);
+    wait_work(work, group.timeout);
 }
 
 }  // namespace fe_dist

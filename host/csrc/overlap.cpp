@@ -115,7 +115,7 @@ struct Overlap {
         tail.copy_(at::from_blob(const_cast<float *>(extra_in), {extra}, at::kFloat));
         launch_next();
         for (const auto &work : works) {
-            work->wait(timeout);
+            fe_dist::wait_work(work, timeout);
         }
         works.clear();
         auto sums = tail.to(at::kFloat).contiguous();
