@@ -104,13 +104,29 @@ impl Drop for TempDir {
 pub fn ensure_plugins() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--workspace", "--lib", "--quiet"])
-            .args(["--example", "fe_faulty"])
-            .current_dir(root())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building the workspace plugins failed");
+        // Two builds, not one: with the fixture example in the same invocation, cargo unifies
+        // its dependencies' features into the plugins' and links other plugin files than
+        // `cargo build --workspace` (scripts/install.sh, which a test runs) does; each build
+        // would then replace the other's, and a run resuming meanwhile sees a plugin "rebuilt"
+        // (another sha256). Built apart, both leave the plugins byte-identical.
+        for args in [
+            &["build", "--workspace", "--lib", "--quiet"][..],
+            &[
+                "build",
+                "-p",
+                "fe-faulty",
+                "--example",
+                "fe_faulty",
+                "--quiet",
+            ][..],
+        ] {
+            let status = Command::new(env!("CARGO"))
+                .args(args)
+                .current_dir(root())
+                .status()
+                .expect("run cargo build");
+            assert!(status.success(), "building the workspace plugins failed");
+        }
         // Builds from before the fixture became an example left it next to fe-host, where
         // every run would find it.
         let _ = std::fs::remove_file(plugin_dir().join("libfe_faulty.so"));
