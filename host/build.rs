@@ -61,27 +61,15 @@ fn compile_dist(include: &Path, abi: &str) {
     if !Path::new("/usr/include/gloo/config.h").exists() {
         println!("cargo:warning=gloo headers (/usr/include/gloo) are missing: run scripts/env.sh, which installs libgloo-dev");
     }
-    cc::Build::new()
-        .cpp(true)
-        .pic(true)
-        .warnings(false)
-        .include(include)
-        .include(include.join("torch/csrc/api/include"))
-        .flag("-std=c++17")
-        .define("USE_C10D_GLOO", None)
-        .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
+    c10d_build(include, abi)
         .file("csrc/dist.cpp")
         .file("csrc/overlap.cpp")
         .compile("fe_dist");
 }
 
-/// The NCCL group (csrc/nccl.cpp), built with `USE_C10D_NCCL` when libtorch_cuda is there and
-/// the headers ProcessGroupNCCL.hpp needs are in the wheel's nvidia packages: CUDA's runtime
-/// (its `crt/` and CCCL's `nv/` parts come from nvidia-cuda-crt and nvidia-cuda-cccl, which
-/// scripts/env.sh installs) and NCCL's. Without them it compiles to a refusal that says why.
-fn compile_nccl(lib_dir: &Path, include: &Path, abi: &str) {
-    println!("cargo:rerun-if-changed=csrc/nccl.cpp");
-    println!("cargo::rustc-check-cfg=cfg(fe_nccl)");
+/// A C++ build against libtorch's headers with c10d's Gloo declarations (csrc/dist.hpp includes
+/// ProcessGroupGloo.hpp, which needs `USE_C10D_GLOO`).
+fn c10d_build(include: &Path, abi: &str) -> cc::Build {
     let mut build = cc::Build::new();
     build
         .cpp(true)
@@ -91,8 +79,19 @@ fn compile_nccl(lib_dir: &Path, include: &Path, abi: &str) {
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")
         .define("USE_C10D_GLOO", None)
-        .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
-        .file("csrc/nccl.cpp");
+        .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"));
+    build
+}
+
+/// The NCCL group (csrc/nccl.cpp), built with `USE_C10D_NCCL` when libtorch_cuda is there and
+/// the headers ProcessGroupNCCL.hpp needs are in the wheel's nvidia packages: CUDA's runtime
+/// (its `crt/` and CCCL's `nv/` parts come from nvidia-cuda-crt and nvidia-cuda-cccl, which
+/// scripts/env.sh installs) and NCCL's. Without them it compiles to a refusal that says why.
+fn compile_nccl(lib_dir: &Path, include: &Path, abi: &str) {
+    println!("cargo:rerun-if-changed=csrc/nccl.cpp");
+    println!("cargo::rustc-check-cfg=cfg(fe_nccl)");
+    let mut build = c10d_build(include, abi);
+    build.file("csrc/nccl.cpp");
     match nccl_includes(lib_dir) {
         Ok(dirs) => {
             build.define("USE_C10D_NCCL", None).includes(dirs);
