@@ -214,6 +214,17 @@ fn check_equal_to_one_process(optimizer: &str, tolerance: f64) {
         ((train - train1) / train1).abs() < 1e-4,
         "train ce {train} vs {train1}"
     );
+    // The model's only update (deferred, as trailing updates are) was averaged during each
+    // of the 20 steps' backward pass, never after it.
+    assert_eq!(
+        parallel["data_parallel"],
+        serde_json::json!({
+            "rank": 0,
+            "world": 2,
+            "gradient_averages": { "during_backward": 20, "after_backward": 0 },
+        })
+    );
+    assert!(single.get("data_parallel").is_none(), "{single}");
 }
 
 #[test]
@@ -224,6 +235,24 @@ fn two_ranks_with_sgd_end_with_the_weights_of_one_process_on_the_global_batch() 
 #[test]
 fn two_ranks_with_adam_end_with_the_weights_of_one_process_on_the_global_batch() {
     check_equal_to_one_process(ADAM, 1e-4);
+}
+
+#[test]
+fn a_model_updated_twice_a_step_is_averaged_after_backward_and_matches_one_process() {
+    // Two updates of one model in a step are summed into one step (FastEstimator's `.grad`
+    // accumulation): neither can be averaged alone during its backward pass, so the sum is
+    // averaged once after both.
+    let twice = "\n[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lenet\"\nloss = \"ce\"\n";
+    let text = manifest(SGD, 32, 1, twice);
+    let (one, two) = (TempDir::new("dp-twice-one"), TempDir::new("dp-twice-two"));
+    let (_, single_weights) = train(&one, 1, &text);
+    let (parallel, parallel_weights) = train(&two, 2, &text);
+    let difference = max_difference(&single_weights, &parallel_weights);
+    assert!(difference <= 1e-5, "weights differ by {difference}");
+    assert_eq!(
+        parallel["data_parallel"]["gradient_averages"],
+        serde_json::json!({ "during_backward": 0, "after_backward": 20 })
+    );
 }
 
 fn torchrun() -> Command {

@@ -116,8 +116,9 @@ pub struct RunArgs {
     /// Train for this many epochs instead of `run.epochs`.
     #[arg(long)]
     pub epochs: Option<u32>,
-    /// Write the logged history (and the graphs traces added, `custom_graphs`) as JSON to this
-    /// file when the run ends.
+    /// Write the logged history (and the graphs traces added, `custom_graphs`; in a
+    /// data-parallel run its rank, world size and how gradients were averaged,
+    /// `data_parallel`) as JSON to this file when the run ends.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
     /// Start from these weights (a directory of `<model>.safetensors`, a checkpoint

@@ -144,7 +144,14 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.summary {
-        let json = crate::system::summary_json(&estimator.system)
+        let data_parallel = estimator.network.group.as_ref().map(|group| {
+            serde_json::json!({
+                "rank": group.rank(),
+                "world": group.world(),
+                "gradient_averages": group.gradient_averages(),
+            })
+        });
+        let json = crate::system::summary_json(&estimator.system, data_parallel)
             .map_err(|e| Error::Internal(format!("cannot serialize the summary: {e}")))?;
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }

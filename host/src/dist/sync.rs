@@ -3,7 +3,7 @@
 //! points of the run in the same order — that is what keeps the ranks in step — so each method
 //! here is called on every rank or on none.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fe_plugin_api::State;
@@ -21,6 +21,18 @@ pub struct Averaged {
     pub overflow: bool,
 }
 
+/// How a run's gradient averages went: during the backward pass (overlapped with it, bucket by
+/// bucket) or after it. An update that merges micro-steps (`merge_grad`), or whose model has
+/// several updates in a step, is averaged after its backward pass; the `--summary` file reports
+/// both counts so a run can see that its updates overlap.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct GradientAverages {
+    /// Updates averaged during their backward pass.
+    pub during_backward: u64,
+    /// Updates averaged after it.
+    pub after_backward: u64,
+}
+
 /// `SharedGroup::carried`: no gradient all-reduce since the last take, or what the last one
 /// agreed (no signal, SIGINT, SIGTERM).
 const NOTHING_CARRIED: u8 = 0;
@@ -33,6 +45,8 @@ pub struct SharedGroup {
     world: usize,
     /// The signal the latest gradient all-reduce agreed on, encoded (see [`NOTHING_CARRIED`]).
     carried: Arc<AtomicU8>,
+    /// [`GradientAverages::during_backward`], [`GradientAverages::after_backward`].
+    averages: Arc<[AtomicU64; 2]>,
 }
 
 impl SharedGroup {
@@ -44,6 +58,7 @@ impl SharedGroup {
             rank,
             world,
             carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
+            averages: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
         }
     }
 
@@ -55,6 +70,14 @@ impl SharedGroup {
     /// How many ranks train together.
     pub fn world(&self) -> usize {
         self.world
+    }
+
+    /// How many updates this rank's gradients were averaged for, during and after backward.
+    pub fn gradient_averages(&self) -> GradientAverages {
+        GradientAverages {
+            during_backward: self.averages[0].load(Ordering::Relaxed),
+            after_backward: self.averages[1].load(Ordering::Relaxed),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, ProcessGroup> {
@@ -115,6 +138,7 @@ impl SharedGroup {
             return Err("the gradient all-reduce lost its flags".to_owned());
         };
         self.carry([overflow, interrupt, terminate]);
+        self.averages[1].fetch_add(1, Ordering::Relaxed);
         let world = self.world as f64;
         for grad in &mut grads {
             let _ = grad.f_div_scalar_(world).map_err(crate::tch_message)?;
@@ -149,6 +173,7 @@ impl SharedGroup {
         let mut group = self.lock();
         let (grads, sums) = overlap.around(&mut group, backward, proposals(false))?;
         self.carry(sums);
+        self.averages[0].fetch_add(1, Ordering::Relaxed);
         Ok(grads)
     }
 

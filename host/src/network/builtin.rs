@@ -107,12 +107,21 @@ pub struct Deferred {
     /// Mixed precision: a device flag, non-zero when the gradients overflowed (skip the step,
     /// back the scale off). Read once, when the update is applied.
     pub found_inf: Option<Tensor>,
+    /// The gradients are already averaged over the ranks (during the backward pass).
+    pub averaged: bool,
 }
 
 impl Deferred {
     /// Adds `other`'s gradients (of the same model) to these, as FastEstimator accumulates
     /// every UpdateOp's gradients into `.grad` before the model's single step.
     fn absorb(&mut self, other: Deferred) -> Result<(), String> {
+        if self.averaged != other.averaged {
+            // Cannot happen: only a model's sole update is averaged during backward.
+            return Err(format!(
+                "internal error: an update averaged over the ranks joined with one that is not (model {})",
+                self.model
+            ));
+        }
         let _guard = tch::no_grad_guard();
         for (mine, theirs) in self.grads.iter_mut().zip(other.grads) {
             if !theirs.defined() {
@@ -143,12 +152,14 @@ impl UpdateOp {
         inputs: &[&Tensor],
         retain_graph: bool,
         defer: bool,
+        sole_update: bool,
         deferred: &mut Vec<Deferred>,
     ) -> Result<(), String> {
         let pending = deferred.iter().position(|d| d.model == self.model);
-        // An update applied right after its own backward pass (no merging, nothing deferred
-        // to join) can have its gradients averaged over the ranks during that pass.
-        let overlap = self.merge_grad <= 1 && !defer && pending.is_none();
+        // Gradients that no other update's join (no merging, nothing deferred to join, and,
+        // when deferred, the model's only update of the step) can be averaged over the ranks
+        // during their own backward pass.
+        let overlap = self.merge_grad <= 1 && pending.is_none() && (!defer || sole_update);
         let mut averaged = false;
         let (grads, found_inf) = match (self.gradients_input, inputs) {
             (_, []) => return Err("no input given".into()),
@@ -172,6 +183,7 @@ impl UpdateOp {
             model: self.model,
             grads,
             found_inf,
+            averaged,
         };
         match (defer, pending) {
             (true, Some(index)) => deferred[index].absorb(update),

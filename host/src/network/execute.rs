@@ -37,6 +37,10 @@ pub struct Flags {
     pub retain_graph: bool,
     /// Apply updates at the end of the step.
     pub defer: bool,
+    /// The op is its model's only update in the step ([`StepPlan::sole_update`]).
+    ///
+    /// [`StepPlan::sole_update`]: super::plan::StepPlan::sole_update
+    pub sole_update: bool,
 }
 
 /// Runs one op (recursively for meta ops) on `work`, the values of every key by id.
@@ -118,6 +122,11 @@ fn run_meta(
     env: &mut StepEnv<'_, '_>,
     flags: Flags,
 ) -> Result<(), PluginError> {
+    // An update inside a meta op may run several times a step, or on a random draw.
+    let flags = Flags {
+        sole_update: false,
+        ..flags
+    };
     match meta {
         MetaOp::Sometimes { prob, op } => {
             if env.rng.random::<f64>() < *prob {
@@ -220,6 +229,7 @@ fn call(
                     inputs,
                     flags.retain_graph,
                     flags.defer || update.defer,
+                    flags.sole_update,
                     deferred,
                 )
             }));
@@ -260,7 +270,7 @@ pub fn apply_deferred(
         let model = &mut models[update.model];
         let name = model.name.clone();
         model
-            .apply(&update.grads, update.found_inf.as_ref(), false)
+            .apply(&update.grads, update.found_inf.as_ref(), update.averaged)
             .map_err(|message| {
                 Error::builtin("UpdateOp", "forward", format!("{name}: {message}"))
             })?;

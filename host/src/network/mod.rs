@@ -281,6 +281,7 @@ impl Exec<'_> {
             let flags = Flags {
                 retain_graph: plan.retain_graph[position],
                 defer: plan.defer[position],
+                sole_update: plan.sole_update[position],
             };
             execute::run_node(&mut self.ops[index], work, &mut env, flags)
                 .map_err(|error| step_error(error, step))?;

@@ -29,6 +29,10 @@ pub struct StepPlan {
     /// For each op in `ops`: apply its update at the end of the step (trailing contiguous
     /// `UpdateOp`s are deferred, as FastEstimator's TorchNetwork does).
     pub defer: Vec<bool>,
+    /// For each op in `ops`: a plain `UpdateOp` that is the only update of its model in the
+    /// step. No other update's gradients join its own, so in a data-parallel run they can be
+    /// averaged over the ranks during its backward pass even when the update is deferred.
+    pub sole_update: Vec<bool>,
     /// Indices of the active slicers.
     pub slicers: Vec<usize>,
     /// Indices of the active post-processing ops.
@@ -175,6 +179,19 @@ impl Network {
         let defer = (0..ops.len())
             .map(|position| position >= ops.len() - trailing)
             .collect();
+        let updates_of = |model: usize| {
+            ops.iter()
+                .flat_map(|&i| self.ops[i].updated_models())
+                .filter(|&m| m == model)
+                .count()
+        };
+        let sole_update = ops
+            .iter()
+            .map(|&i| {
+                let op = &self.ops[i];
+                op.is_update() && op.updated_models().iter().all(|&m| updates_of(m) == 1)
+            })
+            .collect();
         let autocast = ops
             .iter()
             .flat_map(|&i| self.ops[i].models())
@@ -196,6 +213,7 @@ impl Network {
             ops,
             retain_graph,
             defer,
+            sole_update,
             slicers,
             post,
             inputs: inputs.into_iter().collect(),

@@ -178,16 +178,23 @@ impl System {
     }
 }
 
-/// The `--summary` file: the logged history and, when traces added any, the custom graphs
-/// (FastEstimator keeps both on its `System` for the run's report).
-pub fn summary_json(system: &System) -> serde_json::Result<String> {
+/// The `--summary` file: the logged history, when traces added any the custom graphs
+/// (FastEstimator keeps both on its `System` for the run's report), and in a data-parallel run
+/// the `data_parallel` section its caller describes.
+pub fn summary_json(
+    system: &System,
+    data_parallel: Option<serde_json::Value>,
+) -> serde_json::Result<String> {
     let mut json = serde_json::to_value(&system.summary)?;
-    if !system.custom_graphs.is_empty() {
-        if let Some(object) = json.as_object_mut() {
+    if let Some(object) = json.as_object_mut() {
+        if !system.custom_graphs.is_empty() {
             object.insert(
                 "custom_graphs".to_owned(),
                 serde_json::to_value(&system.custom_graphs)?,
             );
+        }
+        if let Some(data_parallel) = data_parallel {
+            object.insert("data_parallel".to_owned(), data_parallel);
         }
     }
     serde_json::to_string_pretty(&json)
