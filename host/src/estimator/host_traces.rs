@@ -6,11 +6,9 @@ use fe_plugin_api::ComponentKind;
 use super::adapt::{
     EarlyStopping, EarlyStoppingConfig, TerminateOnNaN, TerminateOnNaNConfig, Timer,
 };
-use super::io_traces::{
-    BestModelSaver, BestModelSaverConfig, EpochLogger, LogFile, LoggerConfig, ModelSaver,
-    ModelSaverConfig, TensorBoard, TensorBoardConfig,
-};
+use super::io_traces::{EpochLogger, LogFile, LoggerConfig, TensorBoard, TensorBoardConfig};
 use super::lr_traces::{LrScheduler, LrSchedulerConfig, ReduceLrConfig, ReduceLrOnPlateau};
+use super::saver_traces::{BestModelSaver, BestModelSaverConfig, ModelSaver, ModelSaverConfig};
 use super::traces::{HostTrace, TraceSlot};
 use crate::error::{Error, Result};
 use crate::manifest::{ComponentSpec, Manifest};

@@ -13,8 +13,10 @@ pub mod lr_traces;
 mod metric_state;
 pub mod order;
 mod parallel;
+pub mod plugin_traces;
 mod progress;
 mod report;
+pub mod saver_traces;
 pub mod schedule_changes;
 pub mod traces;
 
