@@ -162,7 +162,12 @@ fn summary(dir: &Path) -> serde_json::Value {
 }
 
 fn weights(dir: &Path) -> Vec<(String, tch::Tensor)> {
-    let mut named = tch::Tensor::read_safetensors(dir.join("lenet.safetensors")).unwrap();
+    model_weights(dir, "lenet")
+}
+
+fn model_weights(dir: &Path, model: &str) -> Vec<(String, tch::Tensor)> {
+    let file = dir.join(format!("{model}.safetensors"));
+    let mut named = tch::Tensor::read_safetensors(file).unwrap();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     named
 }
@@ -252,6 +257,52 @@ fn a_model_updated_twice_a_step_is_averaged_after_backward_and_matches_one_proce
     assert_eq!(
         parallel["data_parallel"]["gradient_averages"],
         serde_json::json!({ "during_backward": 0, "after_backward": 20 })
+    );
+}
+
+#[test]
+fn two_models_each_averaged_during_its_own_backward_match_one_process() {
+    // Model a's update is applied at once (model b's ops follow it), model b's is deferred to
+    // the step's end; each is its model's only update, so both are averaged during their own
+    // backward pass, in the same order on every rank.
+    let second = r#"
+[[models]]
+name = "b"
+architecture = "LeNet"
+optimizer = { type = "sgd", lr = 0.05 }
+
+[[network.ops]]
+op = "ModelOp"
+model = "b"
+inputs = "x"
+outputs = "y_pred_b"
+
+[[network.ops]]
+op = "CrossEntropy"
+inputs = ["y_pred_b", "y"]
+outputs = "ce_b"
+
+[[network.ops]]
+op = "UpdateOp"
+model = "b"
+loss = "ce_b"
+"#;
+    let text = manifest(SGD, 32, 1, second);
+    let (one, two) = (
+        TempDir::new("dp-two-models-one"),
+        TempDir::new("dp-two-models-two"),
+    );
+    let (_, single_a) = train(&one, 1, &text);
+    let (parallel, parallel_a) = train(&two, 2, &text);
+    let single_b = model_weights(&one.path().join("weights"), "b");
+    let parallel_b = model_weights(&two.path().join("weights"), "b");
+    for (single, parallel) in [(single_a, parallel_a), (single_b, parallel_b)] {
+        let difference = max_difference(&single, &parallel);
+        assert!(difference <= 1e-5, "weights differ by {difference}");
+    }
+    assert_eq!(
+        parallel["data_parallel"]["gradient_averages"],
+        serde_json::json!({ "during_backward": 40, "after_backward": 0 })
     );
 }
 
