@@ -131,8 +131,9 @@ fn float16_overflow_under_merge_grad_skips_the_merged_step_and_backs_off() {
     assert_eq!((scaler.scale, scaler.skipped_steps), (scale / 2.0, 1));
 }
 
-/// Data parallel over NCCL (needs two GPUs): 2 ranks × 16 on cuda:0 and cuda:1 end with the
-/// weights of one process × 32 on cuda:0, and the same evaluation accuracy.
+/// Data parallel over NCCL (needs two GPUs): 2 ranks × 16 on cuda:0 and cuda:1, their gradients
+/// all-reduced during backward, end with the weights of one process × 32 on cuda:0, and the
+/// same evaluation accuracy.
 #[test]
 fn two_gpu_ranks_over_nccl_end_with_the_weights_of_one_gpu_process() {
     cuda();
@@ -154,6 +155,11 @@ fn two_gpu_ranks_over_nccl_end_with_the_weights_of_one_gpu_process() {
     assert_eq!(
         crate::dist::last(&parallel, "eval", "accuracy"),
         crate::dist::last(&single, "eval", "accuracy")
+    );
+    // Every update's buckets went through NCCL during its backward pass.
+    assert_eq!(
+        parallel["data_parallel"]["gradient_averages"],
+        serde_json::json!({ "during_backward": 20, "after_backward": 0 })
     );
 }
 

@@ -1,10 +1,18 @@
 // Gradients all-reduced while backward still runs, as DDP's Reducer does. A hook on every
 // trainable parameter copies its gradient into a flat bucket the moment autograd computes it
 // (and hands autograd that bucket slot as the gradient), and a bucket whose gradients are all in
-// is all-reduced on Gloo's own threads while backward goes on to earlier layers. Buckets go out
-// in one fixed order on every rank, because Gloo matches the ranks' collectives by their order:
-// a bucket whose gradients are in waits for the buckets before it. The last bucket is held until
-// backward ends; it also carries a few numbers the ranks agree on (see src/dist/overlap.rs).
+// is all-reduced (Gloo's own threads for CPU parameters, NCCL's stream for CUDA ones) while
+// backward goes on to earlier layers. Buckets go out in one fixed order on every rank, because
+// Gloo and NCCL match the ranks' collectives by their order: a bucket whose gradients are in
+// waits for the buckets before it. The last bucket is held until backward ends; it also carries a
+// few numbers the ranks agree on (see src/dist/overlap.rs).
+//
+// CUDA parameters, by c10d's stream rules as DDP's Reducer relies on them: their hooks run on
+// autograd's thread for the device, whose current stream is the one backward computed the
+// gradient on, so the copy into the bucket is queued on that stream; ProcessGroupNCCL makes its
+// own stream wait for the caller's current stream before the all-reduce (so it sees every copy
+// queued before the launch) and keeps the bucket's memory alive until it is done; waiting for
+// the work makes the waiting thread's current stream wait for NCCL's.
 //
 // The hooks act only while armed (around the backward pass of an update that averages its
 // gradients); any other backward through the same parameters passes through untouched.
@@ -31,7 +39,8 @@ struct Bucket {
 };
 
 struct Overlap {
-    c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+    // The group for the parameters' device: Gloo's, or NCCL's for CUDA parameters.
+    c10::intrusive_ptr<c10d::Backend> backend;
     std::chrono::milliseconds timeout;
     std::vector<at::Tensor> params;
     std::vector<unsigned> hooks;
@@ -57,7 +66,7 @@ struct Overlap {
         c10d::AllreduceOptions options;
         options.reduceOp = c10d::ReduceOp::SUM;
         options.timeout = timeout;
-        works.push_back(gloo->allreduce(tensors, options));
+        works.push_back(backend->allreduce(tensors, options));
         ++launched;
     }
 
@@ -118,9 +127,9 @@ struct Overlap {
             fe_dist::wait_work(work, timeout);
         }
         works.clear();
-        auto sums = tail.to(at::kFloat).contiguous();
+        auto sums = tail.to(at::kCPU, at::kFloat).contiguous();
         std::memcpy(extra_out, sums.data_ptr<float>(), extra * sizeof(float));
-        auto world = static_cast<double>(gloo->getSize());
+        auto world = static_cast<double>(backend->getSize());
         for (auto &bucket : buckets) {
             bucket.flat.div_(world);
         }
@@ -163,7 +172,7 @@ Overlap &get(void *handle) { return **static_cast<std::shared_ptr<Overlap> *>(ha
 
 extern "C" {
 
-// Hooks `params` (trainable, same device) of a rank of `group` for overlapped all-reduce in
+// Hooks `params` (trainable, all on one device: the CPU, or this rank's GPU) of a rank of `group` for overlapped all-reduce in
 // buckets of at most `first_cap_bytes` (the first) and `cap_bytes` bytes, the last carrying
 // `extra` more numbers. `*buckets` gets how many buckets that made.
 char *fe_dist_overlap_new(void *group, at::Tensor **params, int count, int64_t first_cap_bytes,
@@ -173,8 +182,21 @@ char *fe_dist_overlap_new(void *group, at::Tensor **params, int count, int64_t f
             throw std::invalid_argument("no parameters to all-reduce");
         }
         const auto &membership = *static_cast<Group *>(group);
+        auto device = params[0]->device();
+        for (int i = 1; i < count; ++i) {
+            if (params[i]->device() != device) {
+                throw std::invalid_argument("parameters on more than one device");
+            }
+        }
         auto overlap = std::make_shared<Overlap>();
-        overlap->gloo = membership.gloo;
+        if (device.is_cuda()) {
+            if (!membership.nccl) {
+                throw std::runtime_error("CUDA parameters on a rank without NCCL");
+            }
+            overlap->backend = membership.nccl;
+        } else {
+            overlap->backend = membership.gloo;
+        }
         overlap->timeout = membership.timeout;
         overlap->extra = extra;
         for (int i = 0; i < count; ++i) {

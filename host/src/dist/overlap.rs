@@ -49,7 +49,8 @@ pub struct Overlap {
 }
 
 // SAFETY: the C++ state is only touched from the thread that holds the group's lock (arm,
-// backward, finish) or owns the value (drop); its hooks run on the thread running backward.
+// backward, finish) or owns the value (drop); its hooks run on the thread running backward
+// (for CUDA parameters autograd's device thread, while the locking thread waits for backward).
 unsafe impl Send for Overlap {}
 
 impl Overlap {

@@ -70,7 +70,8 @@ impl Network {
 
     /// Joins a data-parallel `group`: every model starts from rank 0's variables (parameters
     /// and buffers, broadcast), and from now on averages its gradients over the ranks, during
-    /// the backward pass where it can (CPU parameters: Gloo's).
+    /// the backward pass where it can (parameters on one device: Gloo's for the CPU, NCCL's
+    /// for this rank's GPU).
     pub fn join(&mut self, group: &crate::dist::SharedGroup) -> Result<()> {
         for model in &mut self.models {
             let variables: Vec<Tensor> = model
@@ -81,8 +82,11 @@ impl Network {
                 .broadcast_from_rank_zero(&variables)
                 .map_err(Error::Run)?;
             model.sync = Some(group.clone());
-            let on_cpu = model.params.iter().all(|p| p.device() == tch::Device::Cpu);
-            if !model.params.is_empty() && on_cpu {
+            let one_device = model
+                .params
+                .first()
+                .is_some_and(|first| model.params.iter().all(|p| p.device() == first.device()));
+            if one_device {
                 model.overlap = Some(group.overlap(&model.params).map_err(Error::Run)?);
             }
         }
