@@ -156,9 +156,9 @@ impl UpdateOp {
         deferred: &mut Vec<Deferred>,
     ) -> Result<(), String> {
         let pending = deferred.iter().position(|d| d.model == self.model);
-        // Gradients that no other update's join (no merging, nothing deferred to join, and,
-        // when deferred, the model's only update of the step) can be averaged over the ranks
-        // during their own backward pass.
+        // Gradients that nothing joins before the update (no merging, no deferred update of
+        // the model pending, and, when deferred, no later update of the model in the step) can
+        // be averaged over the ranks during their own backward pass.
         let overlap = self.merge_grad <= 1 && pending.is_none() && (!defer || sole_update);
         let mut averaged = false;
         let (grads, found_inf) = match (self.gradients_input, inputs) {
