@@ -33,6 +33,13 @@ pub struct GradientAverages {
     pub after_backward: u64,
 }
 
+/// The running counts behind [`GradientAverages`], shared by every holder of the group.
+#[derive(Default)]
+struct AverageCounts {
+    during_backward: AtomicU64,
+    after_backward: AtomicU64,
+}
+
 /// `SharedGroup::carried`: no gradient all-reduce since the last take, or what the last one
 /// agreed (no signal, SIGINT, SIGTERM).
 const NOTHING_CARRIED: u8 = 0;
@@ -45,8 +52,8 @@ pub struct SharedGroup {
     world: usize,
     /// The signal the latest gradient all-reduce agreed on, encoded (see [`NOTHING_CARRIED`]).
     carried: Arc<AtomicU8>,
-    /// [`GradientAverages::during_backward`], [`GradientAverages::after_backward`].
-    averages: Arc<[AtomicU64; 2]>,
+    /// Updates averaged so far (see [`GradientAverages`]).
+    averages: Arc<AverageCounts>,
 }
 
 impl SharedGroup {
@@ -58,7 +65,7 @@ impl SharedGroup {
             rank,
             world,
             carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
-            averages: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
+            averages: Arc::default(),
         }
     }
 
@@ -75,8 +82,8 @@ impl SharedGroup {
     /// How many updates this rank's gradients were averaged for, during and after backward.
     pub fn gradient_averages(&self) -> GradientAverages {
         GradientAverages {
-            during_backward: self.averages[0].load(Ordering::Relaxed),
-            after_backward: self.averages[1].load(Ordering::Relaxed),
+            during_backward: self.averages.during_backward.load(Ordering::Relaxed),
+            after_backward: self.averages.after_backward.load(Ordering::Relaxed),
         }
     }
 
@@ -138,7 +145,7 @@ impl SharedGroup {
             return Err("the gradient all-reduce lost its flags".to_owned());
         };
         self.carry([overflow, interrupt, terminate]);
-        self.averages[1].fetch_add(1, Ordering::Relaxed);
+        self.averages.after_backward.fetch_add(1, Ordering::Relaxed);
         let world = self.world as f64;
         for grad in &mut grads {
             let _ = grad.f_div_scalar_(world).map_err(crate::tch_message)?;
@@ -173,7 +180,9 @@ impl SharedGroup {
         let mut group = self.lock();
         let (grads, sums) = overlap.around(&mut group, backward, proposals(false))?;
         self.carry(sums);
-        self.averages[0].fetch_add(1, Ordering::Relaxed);
+        self.averages
+            .during_backward
+            .fetch_add(1, Ordering::Relaxed);
         Ok(grads)
     }
 
