@@ -52,7 +52,21 @@ fn a_finished_run_ends_with_its_best_value_what_it_wrote_and_the_commands_to_go_
     let dir = TempDir::new("console-summary");
     copy_example(&dir, "lenet");
     small_digits(&dir);
-    let out = lenet(&dir, &["--epochs", "2", "--summary", "summary.json"]);
+    let out = lenet(
+        &dir,
+        &[
+            "--epochs",
+            "2",
+            "--summary",
+            "summary.json",
+            "--set",
+            "run.seed=5",
+            "--save-weights",
+            "weights",
+            "--export",
+            "exported",
+        ],
+    );
     let (step, value) = lowest_eval_ce(&dir.path().join("summary.json"));
     let lines = closing(&out);
     assert!(
@@ -70,9 +84,12 @@ fn a_finished_run_ends_with_its_best_value_what_it_wrote_and_the_commands_to_go_
             )
             .as_str(),
             "fe-host saved: model runs/lenet/version_0/best/lenet_best_ce.safetensors;",
+            "fe-host saved: weights weights;",
+            "fe-host saved: export exported;",
             "fe-host saved: checkpoint runs/lenet/version_0/checkpoints/ckpt-6;",
             "fe-host saved: logs runs/lenet/version_0/log.jsonl; plot runs/lenet/version_0/metrics.svg;",
-            "fe-host next: train longer: fe-host run examples/lenet.toml --resume --epochs N;",
+            // The overrides again: a resume compares them with the checkpoint's.
+            "fe-host next: train longer: fe-host run examples/lenet.toml --set run.seed=5 --resume --epochs N;",
             "fe-host next: predict: fe-host predict examples/lenet.toml --checkpoint runs/lenet/version_0/checkpoints/ckpt-6 --input FILE;",
         ]
     );
@@ -81,19 +98,45 @@ fn a_finished_run_ends_with_its_best_value_what_it_wrote_and_the_commands_to_go_
         "runs/lenet/version_0/checkpoints/ckpt-6/MANIFEST.json",
         "runs/lenet/version_0/log.jsonl",
         "runs/lenet/version_0/metrics.svg",
+        "weights/lenet.safetensors",
+        "exported/lenet.safetensors",
     ] {
         assert!(dir.path().join(file).is_file(), "{file}");
     }
 
     // Resumed for one more epoch: the speed is over the 3 steps this process ran, not the 9
     // the run has done.
-    let out = lenet(&dir, &["--resume", "--epochs", "3"]);
+    let out = lenet(&dir, &["--set", "run.seed=5", "--resume", "--epochs", "3"]);
     let lines = closing(&out);
     assert_contains!(lines[0], "fe-host finish: step: 9;");
     assert!(lines[0].ends_with("(3 steps run);"), "{}", lines[0]);
     assert_contains!(
         out.stdout,
         "fe-host saved: checkpoint runs/lenet/version_0/checkpoints/ckpt-9;"
+    );
+}
+
+#[test]
+fn an_export_into_an_existing_directory_is_refused_before_training() {
+    let dir = TempDir::new("console-export-exists");
+    copy_example(&dir, "lenet");
+    small_digits(&dir);
+    std::fs::create_dir_all(dir.path().join("exported")).unwrap();
+    let out: Run = fe_host()
+        .current_dir(dir.path())
+        .args(["run", "examples/lenet.toml", "--export", "exported"])
+        .output()
+        .expect("run")
+        .into();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_contains!(
+        out.stderr,
+        "--export exported: already exists; export into a new directory"
+    );
+    assert!(!out.stdout.contains("fe-host train:"), "{}", out.stdout);
+    assert!(
+        !dir.path().join("runs").exists(),
+        "a refused run made a run directory"
     );
 }
 

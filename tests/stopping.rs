@@ -95,6 +95,8 @@ fn stop_and_resume(name: &str, sig: libc::c_int) {
             "m.toml",
             "--epochs",
             "1000",
+            "--set",
+            "run.log_steps=7",
             "--save-weights",
             "weights",
         ])
@@ -120,7 +122,12 @@ fn stop_and_resume(name: &str, sig: libc::c_int) {
         .find(|l| l.starts_with("fe-host stopped: "))
         .unwrap_or_else(|| panic!("no stop line:\n{stderr}"));
     assert_contains!(line, &format!("fe-host stopped: {name} after step "));
-    assert_contains!(line, "; continue with: fe-host run m.toml --resume");
+    // The command repeats what the run computed with: a resume without the override would be
+    // refused as an edit.
+    assert_contains!(
+        line,
+        "; continue with: fe-host run m.toml --set run.log_steps=7 --epochs 1000 --resume"
+    );
     assert!(!stderr.contains("error:"), "{stderr}");
     let step: u64 = line["fe-host stopped: ".len() + name.len() + " after step ".len()..]
         .split(';')
@@ -141,6 +148,8 @@ fn stop_and_resume(name: &str, sig: libc::c_int) {
             "run",
             "m.toml",
             "-q",
+            "--set",
+            "run.log_steps=7",
             "--resume",
             "--epochs",
             &epochs,

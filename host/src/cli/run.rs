@@ -21,13 +21,16 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         .then(|| std::env::temp_dir().join(format!("fe-host-smoke-{}", std::process::id())));
     let from_flag = args.log_dir.is_some();
     let named_root = manifest.run.log_dir.clone();
-    if let Some(dir) = args.log_dir {
-        manifest.run.log_dir = Some(dir);
+    if let Some(dir) = &args.log_dir {
+        manifest.run.log_dir = Some(dir.clone());
     }
     if let Some(dir) = &smoke_dir {
         checkpoint::smoke_manifest(&mut manifest, dir);
     }
     check_before_building(&manifest, args.threads, from_flag)?;
+    if let Some(dir) = args.export.as_deref().filter(|_| speaks) {
+        crate::predict::export::refuse_existing("--export", dir)?;
+    }
     let version = match smoke_dir {
         Some(_) => None,
         None => {
@@ -114,7 +117,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     }) = &mut outcome
     {
         let root = crate::checkpoint::default_root(&manifest);
-        *resume = format!("fe-host run {} --resume", args.manifest.display());
+        *resume = format!("fe-host run {} --resume", same_run(&args, true));
         if checkpoint.parent() != Some(root.as_path()) {
             resume.push_str(&format!(" {}", checkpoint.display()));
         }
@@ -139,7 +142,12 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         .map(|_| ());
     }
     if outcome.is_ok() && !args.quiet {
-        for line in summary::lines(&estimator, &manifest, &args.manifest) {
+        let written = summary::Written {
+            weights: args.save_weights.as_deref(),
+            export: args.export.as_deref(),
+        };
+        let command = same_run(&args, false);
+        for line in summary::lines(&estimator, &manifest, &args.manifest, &command, &written) {
             println!("{line}");
         }
     }
@@ -156,6 +164,41 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }
     outcome
+}
+
+/// The manifest and the flags that decide what `args`' run computes and where it keeps its
+/// checkpoints, as shell words: a resume must repeat them (it compares the manifest and its
+/// overrides with the checkpoint's). `--epochs` only `with_epochs` (a "train longer" line
+/// gives its own).
+fn same_run(args: &RunArgs, with_epochs: bool) -> String {
+    let mut words = vec![shell_word(&args.manifest.to_string_lossy())];
+    for set in &args.overrides.set {
+        words.push(format!("--set {}", shell_word(set)));
+    }
+    if let (true, Some(epochs)) = (with_epochs, args.epochs) {
+        words.push(format!("--epochs {epochs}"));
+    }
+    if let Some(dir) = &args.log_dir {
+        words.push(format!("--log-dir {}", shell_word(&dir.to_string_lossy())));
+    }
+    for dir in &args.plugins.plugin_dirs {
+        words.push(format!(
+            "--plugin-dir {}",
+            shell_word(&dir.to_string_lossy())
+        ));
+    }
+    words.join(" ")
+}
+
+/// `text` as one word for a POSIX shell: as it is when nothing in it is special, else in
+/// single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=:,+@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 /// This process's place in a data-parallel run, from torchrun's variables (`None`: it trains

@@ -19,8 +19,25 @@ use crate::estimator::data::format_number;
 use crate::estimator::{Estimator, LOG_FILE, PLOT_FILE};
 use crate::manifest::Manifest;
 
-/// The lines, in order.
-pub fn lines(estimator: &Estimator, manifest: &Manifest, manifest_arg: &Path) -> Vec<String> {
+/// What a run wrote besides what its traces and checkpoints say: the flags' outputs.
+#[derive(Default)]
+pub struct Written<'a> {
+    /// `--save-weights DIR`.
+    pub weights: Option<&'a Path>,
+    /// `--export DIR`.
+    pub export: Option<&'a Path>,
+}
+
+/// The lines, in order. `command` is the run's manifest with the flags that shape what it
+/// computes (`--set`, `--epochs`, ...), as words for a shell: the "train longer" line repeats
+/// them, since a resume compares them with the checkpoint's.
+pub fn lines(
+    estimator: &Estimator,
+    manifest: &Manifest,
+    manifest_arg: &Path,
+    command: &str,
+    written: &Written<'_>,
+) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(best) = best_line(estimator, manifest) {
         lines.push(best);
@@ -32,6 +49,12 @@ pub fn lines(estimator: &Estimator, manifest: &Manifest, manifest_arg: &Path) ->
         .collect();
     for model in &models {
         lines.push(format!("fe-host saved: model {};", shown(model).display()));
+    }
+    if let Some(dir) = written.weights {
+        lines.push(format!("fe-host saved: weights {};", shown(dir).display()));
+    }
+    if let Some(dir) = written.export {
+        lines.push(format!("fe-host saved: export {};", shown(dir).display()));
     }
     let checkpoint = estimator.checkpointing.last_written.as_ref();
     if let Some(checkpoint) = checkpoint {
@@ -50,7 +73,7 @@ pub fn lines(estimator: &Estimator, manifest: &Manifest, manifest_arg: &Path) ->
     let manifest_arg = manifest_arg.display();
     if let Some(checkpoint) = checkpoint {
         lines.push(format!(
-            "fe-host next: train longer: fe-host run {manifest_arg} --resume --epochs N;"
+            "fe-host next: train longer: fe-host run {command} --resume --epochs N;"
         ));
         lines.push(format!(
             "fe-host next: predict: fe-host predict {manifest_arg} --checkpoint {} --input FILE;",

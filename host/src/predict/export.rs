@@ -61,12 +61,7 @@ pub fn write(
     system: Option<&serde_json::Value>,
     out: &Path,
 ) -> Result<Vec<PathBuf>> {
-    if out.exists() {
-        return Err(Error::Usage(format!(
-            "--out {}: already exists; export into a new directory",
-            out.display()
-        )));
-    }
+    refuse_existing("--out", out)?;
     let shapes = sample_shapes(manifest, registry);
     let partial = out.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
@@ -94,6 +89,19 @@ pub fn write(
         Error::io(out, e)
     })?;
     Ok(written.iter().map(|name| out.join(name)).collect())
+}
+
+/// Refuses an export into `out` (given by `flag`) when it exists: an export never replaces
+/// another. `run --export` checks before training, so that a run does not train only to be
+/// refused.
+pub fn refuse_existing(flag: &str, out: &Path) -> Result<()> {
+    if out.exists() {
+        return Err(Error::Usage(format!(
+            "{flag} {}: already exists; export into a new directory",
+            out.display()
+        )));
+    }
+    Ok(())
 }
 
 struct Context<'a> {
