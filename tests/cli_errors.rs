@@ -329,3 +329,27 @@ fn quiet_resume_prints_nothing() {
         "--quiet prints nothing, the resume line included"
     );
 }
+
+#[test]
+fn a_zero_limit_or_top_k_is_refused_before_any_model_runs() {
+    let dir = TempDir::new("zero-counts");
+    let path = manifest(&dir, &lenet_manifest(1, ""));
+    for flag in ["--limit", "--top-k"] {
+        let out = run_failing(
+            &[
+                "predict",
+                &path,
+                "--random-weights",
+                "--input",
+                "missing.npy",
+                "--out",
+                "p.csv",
+                flag,
+                "0",
+            ],
+            2,
+        );
+        assert_contains!(out.stderr, &format!("invalid value '0' for '{flag} "));
+        assert_contains!(out.stderr, "must be at least 1");
+    }
+}

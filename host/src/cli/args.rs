@@ -219,7 +219,7 @@ pub struct TransformArgs {
     #[arg(long = "key", value_name = "KEY")]
     pub keys: Vec<String>,
     /// Transform at most this many samples.
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     pub limit: Option<usize>,
     /// auto, cpu, cuda or cuda:N.
     #[arg(long)]
@@ -266,13 +266,13 @@ pub struct PredictArgs {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// In a CSV, the k best classes of each sample with their scores.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", value_parser = at_least_one)]
     pub top_k: Option<usize>,
     /// Keys to write (repeatable); default: the ModelOps' outputs.
     #[arg(long = "key", value_name = "KEY")]
     pub keys: Vec<String>,
     /// Predict at most this many samples.
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     pub limit: Option<usize>,
     /// auto, cpu, cuda or cuda:N.
     #[arg(long)]
@@ -404,5 +404,15 @@ impl GeneratedSplits {
             self.test,
             self.out.display()
         );
+    }
+}
+
+/// A count that must be positive (`--limit`, `--top-k`): zero is a mistake to say before any
+/// model runs, not an empty output.
+fn at_least_one(text: &str) -> std::result::Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(count) => Ok(count),
+        Err(error) => Err(error.to_string()),
     }
 }
