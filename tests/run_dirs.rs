@@ -110,6 +110,21 @@ fn two_runs_get_two_versions_and_a_resume_appends_to_its_own() {
         );
     }
 
+    // The run directory and a checkpoint root's `latest` file lead to the checkpoints too.
+    let listed = run_in(dir, &["checkpoint", "list", "runs/lenet"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert_contains!(listed.stdout, "ckpt-4 (latest): step 4");
+    let verified = run_in(
+        dir,
+        &[
+            "checkpoint",
+            "verify",
+            "runs/lenet/version_0/checkpoints/latest",
+        ],
+    );
+    assert_eq!(verified.code, 0, "{}", verified.stderr);
+    assert_contains!(verified.stdout, "ckpt-4 (");
+
     // A second run into the same root leaves the first untouched.
     let second = run_in(dir, &["run", "m.toml", "-q", "--summary", "summary.json"]);
     assert_eq!(second.stdout, "", "-q prints nothing");

@@ -156,10 +156,34 @@ pub fn default_root(manifest: &crate::manifest::Manifest) -> std::path::PathBuf 
         .unwrap_or_else(fallback)
 }
 
-/// The checkpoint `path` names: a checkpoint directory, or a checkpoint root (its `latest`).
-/// Should `latest` name a directory that is not a complete checkpoint (a power loss between
-/// the two renames of a write can leave that), the newest complete checkpoint is used.
+/// The checkpoint root `path` means when it is not one itself: a root's `latest` file (its
+/// root), a run directory whose `latest` links to its newest version (that version's
+/// `checkpoints`), or a version directory (its `checkpoints`). Anything else is taken as given.
+pub fn root_of(path: &Path) -> std::path::PathBuf {
+    let named_latest = path.file_name() == Some(std::ffi::OsStr::new(store::LATEST));
+    if named_latest && path.is_file() {
+        if let Some(root) = path.parent() {
+            return root.to_path_buf();
+        }
+    }
+    if path.join(store::LATEST).is_dir() {
+        return root_of(&path.join(store::LATEST));
+    }
+    let inner = path.join("checkpoints");
+    if !path.join(store::LATEST).exists() && !path.join(store::MANIFEST).exists() && inner.is_dir()
+    {
+        return inner;
+    }
+    path.to_path_buf()
+}
+
+/// The checkpoint `path` names: a checkpoint directory, or a checkpoint root (its `latest`;
+/// see [`root_of`] for the other paths that lead to one). Should `latest` name a directory that
+/// is not a complete checkpoint (a power loss between the two renames of a write can leave
+/// that), the newest complete checkpoint is used.
 pub fn resolve(path: &Path) -> Result<std::path::PathBuf> {
+    let root = root_of(path);
+    let path = root.as_path();
     if path.join(store::MANIFEST).is_file() {
         return Ok(path.to_path_buf());
     }

@@ -20,7 +20,7 @@ pub enum CheckpointCommand {
     },
     /// List the complete checkpoints of a checkpoint root, the newest last.
     List {
-        /// The checkpoint root.
+        /// The checkpoint root (or a run directory: its latest version's checkpoints).
         dir: PathBuf,
     },
 }
@@ -43,6 +43,7 @@ pub fn run(command: CheckpointCommand) -> Result<()> {
             Ok(())
         }
         CheckpointCommand::List { dir } => {
+            let dir = crate::checkpoint::root_of(&dir);
             if !dir.is_dir() {
                 let what = if dir.exists() {
                     "is not a directory"
