@@ -34,14 +34,29 @@ pub fn due_at_epoch_end(config: &CheckpointConfig, epoch: u32, last_epoch: bool)
     }
 }
 
-/// The checkpoints to delete once `saved` (newest included) exist: all but the newest
-/// `keep_last`, the best `keep_best` by metric, and always the newest. Keeps everything when
-/// neither limit is set.
+/// Whether a newer checkpoint of the same run holds the same training step: a step
+/// checkpoint (`every_steps`) that fell on an epoch's last step, followed by that epoch's own
+/// checkpoint, which adds the evaluation to it. The older adds nothing a resume could want.
+fn superseded(checkpoint: &Saved, saved: &[Saved]) -> bool {
+    saved.iter().any(|other| {
+        other.step == checkpoint.step
+            && other.sequence > checkpoint.sequence
+            && other.run_id == checkpoint.run_id
+    })
+}
+
+/// The checkpoints to delete once `saved` (newest included) exist: those superseded by a newer
+/// one at the same step, then of the rest all but the newest `keep_last`, the best `keep_best`
+/// by metric, and always the newest. Without either limit only superseded ones go.
 pub fn to_delete(saved: &[Saved], config: &CheckpointConfig) -> Vec<String> {
+    let (superseded, current): (Vec<&Saved>, Vec<&Saved>) =
+        saved.iter().partition(|s| superseded(s, saved));
+    let mut delete: Vec<String> = superseded.iter().map(|s| s.name.clone()).collect();
     if config.keep_last.is_none() && config.keep_best.is_none() {
-        return Vec::new();
+        delete.sort();
+        return delete;
     }
-    let mut by_age: Vec<&Saved> = saved.iter().collect();
+    let mut by_age: Vec<&Saved> = current;
     by_age.sort_by_key(|s| std::cmp::Reverse((s.step, s.sequence)));
     let mut keep: Vec<&str> = Vec::new();
     if let Some(newest) = by_age.first() {
@@ -68,11 +83,12 @@ pub fn to_delete(saved: &[Saved], config: &CheckpointConfig) -> Vec<String> {
         });
         keep.extend(ranked.iter().take(n).map(|s| s.name.as_str()));
     }
-    let mut delete: Vec<String> = saved
-        .iter()
-        .filter(|s| !keep.contains(&s.name.as_str()))
-        .map(|s| s.name.clone())
-        .collect();
+    delete.extend(
+        by_age
+            .iter()
+            .filter(|s| !keep.contains(&s.name.as_str()))
+            .map(|s| s.name.clone()),
+    );
     delete.sort();
     delete
 }
@@ -161,6 +177,25 @@ mod tests {
             saved(25, None),
         ];
         assert_eq!(to_delete(&all, &c), ["ckpt-15", "ckpt-20"]);
+    }
+
+    #[test]
+    fn a_step_checkpoint_the_epochs_own_checkpoint_repeats_goes_and_takes_no_place() {
+        let mut epoch_end = saved(20, Some(0.4));
+        epoch_end.name = "ckpt-20.1".into();
+        epoch_end.sequence = 21;
+        let all = vec![saved(10, None), saved(20, None), epoch_end.clone()];
+        let c = config(Some(1), Some(10));
+        assert_eq!(to_delete(&all, &c), ["ckpt-20"]);
+        let mut c = config(Some(1), Some(10));
+        c.keep_last = Some(2);
+        // ckpt-20 does not count towards keep_last: ckpt-10 stays.
+        assert_eq!(to_delete(&all, &c), ["ckpt-20"]);
+        // Another run's checkpoint at the same step is not superseded by this one's.
+        let mut other_run = saved(20, None);
+        other_run.run_id = "other".into();
+        let all = vec![other_run, epoch_end];
+        assert!(to_delete(&all, &config(Some(1), Some(10))).is_empty());
     }
 
     #[test]
