@@ -186,7 +186,7 @@ fn describe(dir: &Path) -> Result<String> {
             format!(
                 "best {} {} ({direction})",
                 &metric[1..],
-                crate::report::format_value(value)
+                crate::estimator::data::format_number(value)
             )
         }
         None => "best unknown (no BestModelSaver)".to_owned(),
