@@ -137,7 +137,8 @@ fn resume_auto_starts_fresh_without_a_checkpoint_and_continues_from_the_newest_v
     assert_contains!(out.stdout, "fe-host resume: no checkpoint in ");
     assert_contains!(out.stdout, "starting fresh;");
     // A job that crashed after step 8 and was started again with the same command line: its
-    // checkpoints up to step 8, and a step-12 one damaged by the crash.
+    // checkpoints up to step 8, and a step-12 one damaged by the crash (the end of epoch 2,
+    // `ckpt-12.1`, which replaced the step checkpoint `ckpt-12` taken moments before).
     let restarted = run_dir(&dir, "restarted", &text);
     copy_dir(&whole.join("ckpt"), &restarted.join("ckpt"));
     for entry in std::fs::read_dir(restarted.join("ckpt")).unwrap() {
@@ -145,20 +146,20 @@ fn resume_auto_starts_fresh_without_a_checkpoint_and_continues_from_the_newest_v
         let step: Option<u64> = name
             .strip_prefix("ckpt-")
             .and_then(|rest| rest.split('.').next()?.parse().ok());
-        if step.is_some_and(|step| step > 8) && name != "ckpt-12" {
+        if step.is_some_and(|step| step > 8) && name != "ckpt-12.1" {
             std::fs::remove_dir_all(restarted.join("ckpt").join(name)).unwrap();
         }
     }
-    std::fs::write(restarted.join("ckpt/latest"), "ckpt-12\n").unwrap();
+    std::fs::write(restarted.join("ckpt/latest"), "ckpt-12.1\n").unwrap();
     std::fs::write(
-        restarted.join("ckpt/ckpt-12/models/lenet.safetensors"),
+        restarted.join("ckpt/ckpt-12.1/models/lenet.safetensors"),
         b"torn",
     )
     .unwrap();
     let out = run_in(&restarted, &["--save-weights", "weights"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_contains!(out.stderr, "warning: skipping a damaged checkpoint: ");
-    assert_contains!(out.stderr, "ckpt-12/models/lenet.safetensors");
+    assert_contains!(out.stderr, "ckpt-12.1/models/lenet.safetensors");
     assert_contains!(
         out.stdout,
         "ckpt-8: step 8, inside epoch 2 (2 batches done);"
@@ -167,8 +168,8 @@ fn resume_auto_starts_fresh_without_a_checkpoint_and_continues_from_the_newest_v
         weights(&whole) == weights(&restarted),
         "the restarted run ends with the uninterrupted run's weights"
     );
-    assert!(restarted.join("ckpt/.damaged-ckpt-12").is_dir());
-    assert!(restarted.join("ckpt/ckpt-12/MANIFEST.json").is_file());
+    assert!(restarted.join("ckpt/.damaged-ckpt-12.1").is_dir());
+    assert!(restarted.join("ckpt/ckpt-12.1/MANIFEST.json").is_file());
 }
 
 #[test]
