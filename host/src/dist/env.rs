@@ -41,19 +41,35 @@ pub enum GlooDevice {
 /// The variables a rank needs; `RANK` or `WORLD_SIZE` being set means "join a group".
 const REQUIRED: [&str; 4] = ["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"];
 
+/// "environment variable X is" / "environment variables X, Y are".
+fn variables(names: &[&str]) -> String {
+    match names {
+        [one] => format!("environment variable {one} is"),
+        _ => format!("environment variables {} are", names.join(", ")),
+    }
+}
+
 /// The membership described by `vars` (the process environment), `None` for a single process,
 /// or an error naming the variable that is missing or malformed.
 pub fn membership(vars: &HashMap<String, String>) -> Result<Option<Membership>, String> {
     if !vars.contains_key("RANK") && !vars.contains_key("WORLD_SIZE") {
         return Ok(None);
     }
-    for name in REQUIRED {
-        if !vars.contains_key(name) {
-            return Err(format!(
-                "environment variable {name} is not set, but RANK/WORLD_SIZE are: a data-parallel \
-                 rank needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun sets them all)"
-            ));
-        }
+    let missing: Vec<&str> = REQUIRED
+        .into_iter()
+        .filter(|name| !vars.contains_key(*name))
+        .collect();
+    if !missing.is_empty() {
+        let set: Vec<&str> = REQUIRED
+            .into_iter()
+            .filter(|name| vars.contains_key(*name))
+            .collect();
+        return Err(format!(
+            "{} not set, but {} set: a data-parallel rank needs RANK, WORLD_SIZE, MASTER_ADDR \
+             and MASTER_PORT (torchrun sets them all)",
+            variables(&missing),
+            variables(&set),
+        ));
     }
     let number = |name: &str| -> Result<usize, String> {
         let text = vars.get(name).map(String::as_str).unwrap_or_default();
@@ -68,16 +84,22 @@ pub fn membership(vars: &HashMap<String, String>) -> Result<Option<Membership>, 
             "environment variables RANK={rank} and WORLD_SIZE={world} do not fit: RANK must be below WORLD_SIZE"
         ));
     }
-    let local_rank = if vars.contains_key("LOCAL_RANK") {
-        number("LOCAL_RANK")?
-    } else {
-        rank
-    };
     let local_world = if vars.contains_key("LOCAL_WORLD_SIZE") {
         number("LOCAL_WORLD_SIZE")?
     } else {
         world
     };
+    let local_rank = if vars.contains_key("LOCAL_RANK") {
+        number("LOCAL_RANK")?
+    } else {
+        // Ranks fill machines in order (torchrun's and SLURM's layout).
+        rank % local_world.max(1)
+    };
+    if local_world == 0 || local_rank >= local_world {
+        return Err(format!(
+            "environment variables LOCAL_RANK={local_rank} and LOCAL_WORLD_SIZE={local_world} do not fit: LOCAL_RANK must be below LOCAL_WORLD_SIZE"
+        ));
+    }
     let port_text = vars
         .get("MASTER_PORT")
         .map(String::as_str)
@@ -212,6 +234,17 @@ mod tests {
         assert!(membership(&env)
             .unwrap_err()
             .contains("MASTER_PORT=\"70000\""));
+        // Only RANK: the message says what is missing and what is set, without contradiction.
+        let env = vars(&[("RANK", "0")]);
+        assert!(membership(&env).unwrap_err().starts_with(
+            "environment variables WORLD_SIZE, MASTER_ADDR, MASTER_PORT are not set, but \
+             environment variable RANK is set:"
+        ));
+        let mut env = vars(&TORCHRUN);
+        env.insert("LOCAL_RANK".into(), "3".into());
+        assert!(membership(&env)
+            .unwrap_err()
+            .contains("LOCAL_RANK must be below LOCAL_WORLD_SIZE"));
     }
 
     #[test]

@@ -127,6 +127,13 @@ fn process_group_timeout_is_seconds_and_at_least_one() {
             && msg.contains("run.process_group_timeout: must be at least 1"),
         "{msg}"
     );
+    let msg = message(&format!(
+        "[run]\nprocess_group_timeout = 99999999999\n{MINIMAL}"
+    ));
+    assert!(
+        msg.contains("run.process_group_timeout: must be at most 604800"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -444,6 +444,18 @@ fn process_group_timeout(seconds: Option<u64>, problems: &mut Vec<Problem>) -> s
             ));
             crate::dist::env::DEFAULT_TIMEOUT
         }
+        // c10d adds the timeout to clock readings in milliseconds: far beyond any wait a run
+        // could mean, that overflows and fails at once (or never times out).
+        Some(seconds) if seconds > MAX_PROCESS_GROUP_TIMEOUT => {
+            problems.push(Problem::new(
+                KeyPath::root("run").key("process_group_timeout"),
+                format!("must be at most {MAX_PROCESS_GROUP_TIMEOUT} (a week, in seconds)"),
+            ));
+            crate::dist::env::DEFAULT_TIMEOUT
+        }
         Some(seconds) => std::time::Duration::from_secs(seconds),
     }
 }
+
+/// The longest `run.process_group_timeout`, in seconds.
+const MAX_PROCESS_GROUP_TIMEOUT: u64 = 7 * 24 * 3600;
