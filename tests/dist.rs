@@ -94,13 +94,28 @@ const ADAM: &str = r#"{ type = "adam", lr = 0.002 }"#;
 /// Starts `world` ranks of `fe-host args` in `dir` with torchrun's variables; each rank's
 /// `--summary` goes to `summary-<rank>.json` and its weights to `weights-<rank>`.
 fn spawn_ranks(dir: &TempDir, world: usize, args: &[&str], env: &[(&str, &str)]) -> Vec<Child> {
+    spawn_ranks_each(
+        dir,
+        world,
+        |_| args.iter().map(|a| a.to_string()).collect(),
+        env,
+    )
+}
+
+/// [`spawn_ranks`] with each rank's own arguments.
+fn spawn_ranks_each(
+    dir: &TempDir,
+    world: usize,
+    args: impl Fn(usize) -> Vec<String>,
+    env: &[(&str, &str)],
+) -> Vec<Child> {
     let port = free_port();
     (0..world)
         .map(|rank| {
             let mut command = fe_host();
             command
                 .current_dir(dir.path())
-                .args(args)
+                .args(args(rank))
                 .env("RANK", rank.to_string())
                 .env("WORLD_SIZE", world.to_string())
                 .env("LOCAL_RANK", rank.to_string())
@@ -601,4 +616,32 @@ fn a_malformed_rank_variable_is_named() {
         out.stderr.trim(),
         "error: environment variable RANK=\"first\" is not a non-negative integer"
     );
+}
+
+#[test]
+fn ranks_started_with_different_overrides_are_refused_together() {
+    let dir = TempDir::new("dp-different-ranks");
+    let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
+    let path = path.to_string_lossy().into_owned();
+    let runs = wait_all(spawn_ranks_each(
+        &dir,
+        2,
+        |rank| {
+            let mut args = vec!["run".to_owned(), path.clone()];
+            if rank == 1 {
+                args.extend(["--set".into(), "models.lenet.optimizer.lr=0.01".into()]);
+            }
+            args
+        },
+        &[],
+    ));
+    for (rank, run) in runs.iter().enumerate() {
+        assert_eq!(run.code, 2, "rank {rank}: {}", run.stderr);
+        assert_contains!(
+            run.stderr,
+            "rank 1 was started with another manifest than rank 0"
+        );
+        assert_contains!(run.stderr, "lr");
+        assert!(!run.stdout.contains("fe-host train:"), "{}", run.stdout);
+    }
 }

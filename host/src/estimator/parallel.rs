@@ -21,6 +21,11 @@ impl Estimator {
     /// wins.
     pub fn join(&mut self, group: SharedGroup, manifest: &Manifest) -> Result<()> {
         let rank = group.rank();
+        same_run_on_every_rank(
+            &group,
+            manifest.run.epochs,
+            &self.checkpointing.manifest_text,
+        )?;
         // One run, one id: the checkpoints rank 0 writes carry it, and a resume checks it.
         let ids = group
             .all_gather_bytes(self.checkpointing.run_id.as_bytes())
@@ -40,6 +45,45 @@ impl Estimator {
         }
         Ok(())
     }
+}
+
+/// Refuses ranks started with different manifests, overrides or `--epochs` (a launch script
+/// that passes a flag to one rank only): they would train different models under one name, or
+/// wait forever for steps the others never take. Every rank sees every rank's manifest, so
+/// all of them reach the same verdict and stop together, naming the first rank that differs
+/// from rank 0 and how.
+fn same_run_on_every_rank(group: &SharedGroup, epochs: u32, manifest_text: &str) -> Result<()> {
+    let mine = format!("{epochs}\n{manifest_text}");
+    let all = group
+        .all_gather_bytes(mine.as_bytes())
+        .map_err(Error::Run)?;
+    let split = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        match text.split_once('\n') {
+            Some((epochs, manifest)) => (epochs.to_owned(), manifest.to_owned()),
+            None => (text, String::new()),
+        }
+    };
+    let Some((first_epochs, first)) = all.first().map(|bytes| split(bytes)) else {
+        return Ok(());
+    };
+    for (rank, bytes) in all.iter().enumerate().skip(1) {
+        let (epochs, text) = split(bytes);
+        let differences = crate::checkpoint::compat::manifest_differences(&first, &text, None)
+            .map_err(Error::Usage)?;
+        let mut named = differences.incompatible;
+        named.extend(differences.compatible);
+        if epochs != first_epochs {
+            named.push(format!("epochs: {first_epochs} -> {epochs}"));
+        }
+        if !named.is_empty() {
+            return Err(Error::Usage(format!(
+                "rank {rank} was started with another manifest than rank 0 (every rank must run the same manifest, overrides and --epochs): {}",
+                named.join("; ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The CPU random state of every rank, for a checkpoint: `cpu` is rank 0's (what a single
