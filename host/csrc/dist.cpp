@@ -7,6 +7,7 @@
 
 #include "dist.hpp"
 
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -57,6 +58,22 @@ void bucketed(Group &group, at::Tensor **tensors, int count, Collective collecti
     }
 }
 
+// Silences libtorch's own log lines while alive. c10d logs every failed attempt to reach the
+// store, with a C++ backtrace, to stderr; the join's outcome reaches the user as one line of
+// fe-host's instead (errors are one line; no backtrace ever reaches the user).
+class QuietLogs {
+  public:
+    QuietLogs() : saved_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = kFatal; }
+    ~QuietLogs() { FLAGS_caffe2_log_level = saved_; }
+    QuietLogs(const QuietLogs &) = delete;
+    QuietLogs &operator=(const QuietLogs &) = delete;
+
+  private:
+    // c10's severity of FATAL: only what ends the process is still printed.
+    static constexpr int kFatal = 3;
+    int saved_;
+};
+
 }  // namespace
 
 extern "C" {
@@ -71,6 +88,7 @@ char *fe_dist_join(const char *host, int port, int rank, int world, bool is_serv
                    const char *prefix, int64_t timeout_ms, int device_mode,
                    const char *device_name, int cuda_device, void **out) {
     FE_DIST_GUARD({
+        QuietLogs quiet;
         auto timeout = std::chrono::milliseconds(timeout_ms);
         c10d::TCPStoreOptions options;
         options.port = static_cast<std::uint16_t>(port);

@@ -9,7 +9,7 @@ pub mod role;
 pub mod sync;
 
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tch::Tensor;
 use torch_sys::C_tensor;
@@ -56,8 +56,73 @@ extern "C" {
 }
 
 /// How long a rank whose collective failed waits for the others to answer the roll call that
-/// tells which rank is lost: live ranks see the same failure within moments of each other.
+/// tells which rank is lost (live ranks see the same failure within moments of each other), at
+/// most: it comes out of the configured timeout (see [`census_wait`]).
 const CENSUS_WAIT: Duration = Duration::from_secs(5);
+
+/// The roll call's share of `timeout`: a quarter of it, at most [`CENSUS_WAIT`]. A collective
+/// waits for the rest, so a lost rank is named within the configured timeout, not after it.
+fn census_wait(timeout: Duration) -> Duration {
+    (timeout / 4).min(CENSUS_WAIT)
+}
+
+/// c10d's words for a failed join, said in terms of ranks where they can be: a store wait that
+/// timed out names the rank whose key never came (gloo's rendezvous keys end in the awaited
+/// rank), and a store that hung up is the store's host giving up or being lost.
+fn explain_join_failure(message: &str) -> String {
+    if let Some((_, keys)) = message
+        .split_once("keys: ")
+        .filter(|_| message.contains("timeout"))
+    {
+        let ranks: Vec<usize> = keys
+            .split([',', ' '])
+            .filter_map(|key| key.trim().rsplit('/').next()?.parse().ok())
+            .collect();
+        if let [first, ..] = ranks.as_slice() {
+            return format!(
+                "rank {first} did not join in time (the first rank still awaited; c10d: {message})"
+            );
+        }
+    }
+    if message.contains("Connection was likely closed") {
+        return format!(
+            "the rendezvous store hung up: its host (rank 0, or torchrun's agent) gave up waiting for another rank or was lost (c10d: {message})"
+        );
+    }
+    message.to_owned()
+}
+
+/// Waits until something accepts connections at `host:port` (the rendezvous store), for at
+/// most `within`. c10d's own client retries a store that is not there for twice its timeout,
+/// logging each attempt; this says it once, within the timeout, in words.
+fn wait_for_store(host: &str, port: u16, within: Duration) -> Result<(), String> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let deadline = Instant::now() + within;
+    let mut problem = String::from("nothing accepted a connection there");
+    loop {
+        match (host, port).to_socket_addrs() {
+            Ok(addresses) => {
+                for address in addresses {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let attempt = left.clamp(Duration::from_millis(1), Duration::from_secs(1));
+                    if TcpStream::connect_timeout(&address, attempt).is_ok() {
+                        return Ok(());
+                    }
+                }
+            }
+            Err(error) => problem = format!("`{host}` does not resolve ({error})"),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "{problem} within {} s (the rendezvous store is rank 0's, or torchrun's agent's: \
+                 is it running, and are MASTER_ADDR and MASTER_PORT right?)",
+                within.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}
 
 /// How an all-reduce combines the ranks' values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +138,8 @@ pub struct ProcessGroup {
     handle: *mut c_void,
     rank: usize,
     world: usize,
+    /// How long a roll call after a failed collective waits (see [`census_wait`]).
+    census_wait: Duration,
 }
 
 // SAFETY: the c10d group is used from one thread at a time (&mut self on every collective);
@@ -103,7 +170,12 @@ impl ProcessGroup {
             GlooDevice::Default => (2, ""),
         };
         let name = CString::new(name).map_err(nul)?;
-        let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+        if !membership.hosts_store {
+            wait_for_store(&membership.master_addr, membership.master_port, timeout)
+                .map_err(context)?;
+        }
+        let census_wait = census_wait(timeout);
+        let timeout_ms = i64::try_from((timeout - census_wait).as_millis()).unwrap_or(i64::MAX);
         let mut handle = std::ptr::null_mut();
         // SAFETY: the strings outlive the call; the shim writes `handle` only on success and
         // catches every exception.
@@ -122,11 +194,12 @@ impl ProcessGroup {
                 &mut handle,
             )
         });
-        result.map_err(context)?;
+        result.map_err(|message| context(explain_join_failure(&message)))?;
         Ok(Self {
             handle,
             rank: membership.rank,
             world: membership.world,
+            census_wait,
         })
     }
 
@@ -146,9 +219,9 @@ impl ProcessGroup {
             let lost = match self.census() {
                 Ok(lost) if lost.is_empty() => String::new(),
                 Ok(lost) => format!(
-                    "{} lost (no answer within {} s of the failure); ",
+                    "{} lost (no answer within {:.1} s of the failure); ",
                     describe_ranks(&lost),
-                    CENSUS_WAIT.as_secs()
+                    self.census_wait.as_secs_f64()
                 ),
                 Err(_) if self.rank != 0 => {
                     "rank 0, which hosts the rendezvous store, is likely lost (the store does not answer); "
@@ -166,7 +239,7 @@ impl ProcessGroup {
     /// The ranks that do not answer a roll call on the store (see csrc/dist.cpp).
     fn census(&self) -> Result<Vec<usize>, String> {
         let mut missing: *mut c_char = std::ptr::null_mut();
-        let wait_ms = CENSUS_WAIT.as_millis() as i64;
+        let wait_ms = self.census_wait.as_millis() as i64;
         // SAFETY: the shim writes a malloc'd string to `missing` only on success.
         crate::shim::check(unsafe { fe_dist_census(self.handle, wait_ms, &mut missing) })?;
         if missing.is_null() {

@@ -329,3 +329,58 @@ fn gradients_averaged_during_backward_equal_those_averaged_after_it() {
     let after_drop = backward();
     assert!(after_drop[1].allclose(&plain[1], 0.0, 0.0, false));
 }
+
+#[test]
+fn a_failed_join_is_said_in_ranks() {
+    let timeout =
+        super::explain_join_failure("wait timeout after 3000ms, keys: //worker/attempt_0/0/1");
+    assert!(
+        timeout.starts_with(
+            "rank 1 did not join in time (the first rank still awaited; c10d: wait timeout"
+        ),
+        "{timeout}"
+    );
+    let hung_up = super::explain_join_failure(
+        "Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?",
+    );
+    assert!(
+        hung_up.starts_with("the rendezvous store hung up"),
+        "{hung_up}"
+    );
+    assert_eq!(
+        super::explain_join_failure("anything else"),
+        "anything else"
+    );
+}
+
+#[test]
+fn the_roll_call_comes_out_of_the_timeout() {
+    use std::time::Duration;
+    assert_eq!(
+        super::census_wait(Duration::from_secs(1800)),
+        Duration::from_secs(5)
+    );
+    assert_eq!(
+        super::census_wait(Duration::from_secs(8)),
+        Duration::from_secs(2)
+    );
+}
+
+#[test]
+fn an_absent_store_is_reported_within_the_wait() {
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let error = super::wait_for_store("127.0.0.1", port, std::time::Duration::from_millis(300))
+        .unwrap_err();
+    assert!(
+        error.starts_with("nothing accepted a connection there within 0.3 s"),
+        "{error}"
+    );
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    assert!(super::wait_for_store("127.0.0.1", port, std::time::Duration::from_secs(5)).is_ok());
+}
