@@ -1,7 +1,8 @@
 //! Model cards: `fe-host predict CARD.json|EXPORT_DIR` uses what `export` wrote without the
 //! training manifest, and gives what predicting from the manifest and weights gives; a card
 //! whose weights are gone or changed, or whose architecture no plugin provides, is refused
-//! with one line naming the file, and nothing is written.
+//! with one line naming the file, and nothing is written. A run's `--set` overrides reach its
+//! export, and predicting or exporting from a checkpoint uses the manifest saved in it.
 
 use std::path::Path;
 
@@ -161,4 +162,102 @@ fn cards_with_missing_or_changed_weights_or_an_unknown_architecture_are_refused(
     let run = predict("export/lenet.json", "e.csv");
     assert_eq!(run.code, 5, "{}", run.stderr);
     assert_contains!(run.stderr, "lenet.json: not a model card");
+}
+
+/// A run with `--set` overrides of the pipeline (how inputs are prepared) and of the
+/// architecture (LeNet's class count): its export, `predict MANIFEST --checkpoint` and `export
+/// MANIFEST --checkpoint` all predict what the manifest with those overrides written into it
+/// predicts, although the manifest file itself lacks them.
+#[test]
+fn overrides_of_a_run_reach_its_export_and_predictions_from_its_checkpoint() {
+    let dir = TempDir::new("card-overrides");
+    let text = crate::util::lenet_manifest(1, "\n[checkpoint]\ndir = \"ckpt\"\nevery_epochs = 1\n")
+        .replace(
+            "log_steps = 50",
+            "log_steps = 50\ntrain_steps_per_epoch = 20\neval_steps_per_epoch = 2",
+        );
+    dir.write("m.toml", &text);
+    let normalize = r#"pipeline.ops[0]={op="Normalize",inputs="x",outputs="x",mean=0.1,std=0.3}"#;
+    let run = fe_host_in(
+        dir.path(),
+        &[
+            "run",
+            "m.toml",
+            "-q",
+            "--set",
+            normalize,
+            "--set",
+            "models.lenet.classes=12",
+            "--export",
+            "export",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // The manifest the model was trained with, written out by hand.
+    let trained = text
+        .replacen(
+            "op = \"Minmax\"",
+            "op = \"Normalize\"\nmean = 0.1\nstd = 0.3",
+            1,
+        )
+        .replacen(
+            "architecture = \"LeNet\"",
+            "architecture = \"LeNet\"\nclasses = 12",
+            1,
+        );
+    assert_ne!(trained, text);
+    dir.write("trained.toml", &trained);
+    let images = images();
+    let predict = |args: &[&str], out: &str| {
+        let mut all = vec!["predict"];
+        all.extend(args);
+        all.extend(["--input", images.as_str(), "--limit", "40", "--out", out]);
+        let run = fe_host_in(dir.path(), &all);
+        assert_eq!(run.code, 0, "{args:?}: {}{}", run.stdout, run.stderr);
+        assert_contains!(run.stdout, "predicted 40 samples; wrote y_pred [40, 12]");
+        let csv = std::fs::read_to_string(dir.path().join(out)).unwrap();
+        (csv, run.stderr)
+    };
+    let (expected, _) = predict(&["trained.toml", "--weights", "export"], "expected.csv");
+
+    // The export's card carries the manifest with the overrides.
+    let (from_card, _) = predict(&["export"], "card.csv");
+    assert_text_eq!(from_card, expected);
+
+    // The manifest file with a checkpoint: the checkpoint's saved manifest is used, and a note
+    // names the keys where the file differs.
+    let (from_checkpoint, note) = predict(&["m.toml", "--checkpoint", "ckpt"], "ckpt.csv");
+    assert_text_eq!(from_checkpoint, expected);
+    assert_contains!(note, "note: using ");
+    assert_contains!(
+        note,
+        "manifest.toml, the manifest the model was trained with"
+    );
+    assert_contains!(note, "pipeline.ops[0].op: \"Normalize\" -> \"Minmax\"");
+    assert_contains!(note, "models[0].classes: 12 -> (absent)");
+    assert_eq!(note.trim().lines().count(), 1, "{note}");
+    let (_, silent) = predict(&["trained.toml", "--checkpoint", "ckpt"], "same.csv");
+    assert!(!silent.contains("note:"), "{silent}");
+
+    // Exported from the checkpoint: its card carries the saved manifest too.
+    let run = fe_host_in(
+        dir.path(),
+        &[
+            "export",
+            "m.toml",
+            "--checkpoint",
+            "ckpt",
+            "--out",
+            "from-ckpt",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let card: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("from-ckpt/lenet.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(card["config"]["classes"], 12);
+    assert_contains!(card["manifest"]["text"].as_str().unwrap(), "Normalize");
+    let (from_checkpoint_card, _) = predict(&["from-ckpt"], "ckpt-card.csv");
+    assert_text_eq!(from_checkpoint_card, expected);
 }

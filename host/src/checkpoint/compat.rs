@@ -102,6 +102,29 @@ pub fn manifest_differences(
     Ok(differences)
 }
 
+/// The differences of [`manifest_differences`] under the top-level `sections` alone, compatible
+/// or not: what a command that reads only those sections (predict, export) must not ignore.
+pub fn differences_under(
+    saved: &str,
+    current: &str,
+    sections: &[&str],
+) -> Result<Vec<String>, String> {
+    let all = manifest_differences(saved, current, None)?;
+    let under = |difference: &String| {
+        sections.iter().any(|section| {
+            difference
+                .strip_prefix(section)
+                .is_some_and(|rest| rest.starts_with(['.', '[', ':']))
+        })
+    };
+    Ok(all
+        .incompatible
+        .into_iter()
+        .chain(all.compatible)
+        .filter(under)
+        .collect())
+}
+
 /// Removes the [`IGNORED`] keys, and a table they leave empty (a `[run]` holding only
 /// `resume` is no difference from no `[run]`).
 fn forget_ignored(manifest: &mut Table) {
@@ -256,6 +279,26 @@ mod tests {
         let more = format!("{saved}[[models]]\nname = \"b\"\n");
         let d = manifest_differences(saved, &more, None).unwrap();
         assert_eq!(d.incompatible, ["models[1]: (absent) -> { name = \"b\" }"]);
+    }
+
+    #[test]
+    fn differences_under_sections_keep_only_those_sections() {
+        let saved = "[run]\nepochs = 3\n[pipeline]\nbatch_size = 32\n[[models]]\nname = \"a\"\n";
+        let current = saved
+            .replace("epochs = 3", "epochs = 5")
+            .replace("batch_size = 32", "batch_size = 64")
+            .replace("name = \"a\"", "name = \"a\"\nclasses = 12");
+        let d = differences_under(saved, &current, &["pipeline", "models", "network"]).unwrap();
+        assert_eq!(
+            d,
+            [
+                "models[0].classes: (absent) -> 12",
+                "pipeline.batch_size: 32 -> 64"
+            ]
+        );
+        // A section is matched whole, not as a prefix of another key.
+        let d = differences_under("[pipelines]\na = 1\n", "", &["pipeline"]).unwrap();
+        assert!(d.is_empty(), "{d:?}");
     }
 
     fn plugin(name: &str, version: &str, sha: &str) -> PluginRecord {

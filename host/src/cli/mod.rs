@@ -283,7 +283,7 @@ fn predict(args: PredictArgs) -> Result<()> {
         let weights = crate::predict::Weights::Files(model.weights);
         (model.manifest, Some(weights), registry)
     } else {
-        let manifest = Manifest::load(&args.manifest)?;
+        let manifest = trained_manifest(Manifest::load(&args.manifest)?, weights.as_ref())?;
         let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
         let registry = load_manifest_registry(&search, &manifest)?;
         (manifest, weights, registry)
@@ -313,6 +313,30 @@ fn predict(args: PredictArgs) -> Result<()> {
     Ok(())
 }
 
+/// The manifest to predict or export with: for weights from a checkpoint, the one saved in it,
+/// which the model was trained with (`--set` overrides included). The file given may have been
+/// edited since, or lack the run's overrides, and would then prepare inputs or build the model
+/// otherwise than training did; the command `run` prints ("next: predict") must still give the
+/// trained model's predictions, so the saved manifest wins and a note names what differs.
+fn trained_manifest(
+    given: Manifest,
+    weights: Option<&crate::predict::Weights>,
+) -> Result<Manifest> {
+    let Some(crate::predict::Weights::Checkpoint(checkpoint)) = weights else {
+        return Ok(given);
+    };
+    let trained = crate::predict::checkpoint_manifest(&given, checkpoint)?;
+    if !trained.differences.is_empty() {
+        eprintln!(
+            "note: using {}, the manifest the model was trained with; {} differs from it in (saved -> file): {}",
+            trained.saved.display(),
+            given.file.display(),
+            trained.differences.join("; ")
+        );
+    }
+    Ok(trained.manifest)
+}
+
 fn export(args: ExportArgs) -> Result<()> {
     let manifest = Manifest::load(&args.manifest)?;
     let weights =
@@ -323,6 +347,7 @@ fn export(args: ExportArgs) -> Result<()> {
                         .into(),
                 )
             })?;
+    let manifest = trained_manifest(manifest, Some(&weights))?;
     crate::runtime::set_threads(manifest.run.threads);
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_manifest_registry(&search, &manifest)?;

@@ -39,7 +39,7 @@ pub struct ManifestInfo {
     pub path: String,
     /// sha256 of its text.
     pub sha256: String,
-    /// Its text.
+    /// Its text, with the `--set` overrides the run had applied (as a checkpoint keeps it).
     pub text: String,
 }
 

@@ -164,6 +164,7 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
             file: plugin.path.display().to_string(),
         });
     let weights_bytes = std::fs::read(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
+    let trained_text = manifest.effective_text();
     let card = ModelCard {
         format: card::FORMAT.to_owned(),
         name: model.name.clone(),
@@ -184,8 +185,11 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
                 .unwrap_or_else(|_| manifest.file.clone())
                 .display()
                 .to_string(),
-            sha256: crate::checkpoint::store::sha256_hex(manifest.source.as_bytes()),
-            text: manifest.source.clone(),
+            // The text with the run's `--set` overrides (what a checkpoint keeps): predicting
+            // from the card must prepare inputs and build the model as training did, not as
+            // the file alone says.
+            sha256: crate::checkpoint::store::sha256_hex(trained_text.as_bytes()),
+            text: trained_text,
         },
         source: context.source.to_owned(),
         step: context.system.and_then(|s| s["global_step"].as_u64()),

@@ -9,7 +9,7 @@ pub mod input;
 pub mod output;
 pub mod transform;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use fe_plugin_api::Mode;
 use tch::Device;
@@ -112,6 +112,53 @@ pub fn run(
     Ok(transform::Written {
         samples,
         keys: columns.iter().map(|(k, t)| (k.clone(), t.size())).collect(),
+    })
+}
+
+/// The manifest sections a prediction or an export uses: how inputs are prepared, the models
+/// and the network ops.
+pub const SECTIONS_USED: [&str; 3] = ["pipeline", "models", "network"];
+
+/// The manifest a checkpoint was trained with, and how the one given differs from it.
+pub struct CheckpointManifest {
+    /// The checkpoint's saved `manifest.toml` (with the run's `--set` overrides), read as if it
+    /// were the given manifest, so relative paths (plugins, a TorchScript file) resolve from
+    /// the same directory.
+    pub manifest: Manifest,
+    /// The file it was read from.
+    pub saved: PathBuf,
+    /// How the given manifest differs from it in [`SECTIONS_USED`] (`key: saved -> given`).
+    pub differences: Vec<String>,
+}
+
+/// Reads the manifest saved in `checkpoint` (a checkpoint or a checkpoint root) and compares
+/// `given` with it as `--resume` compares manifests.
+pub fn checkpoint_manifest(given: &Manifest, checkpoint: &Path) -> Result<CheckpointManifest> {
+    let dir = crate::checkpoint::resolve(checkpoint)?;
+    let saved = dir.join("manifest.toml");
+    let problem = |message: String| Error::Checkpoint {
+        path: saved.clone(),
+        message,
+    };
+    let text = std::fs::read_to_string(&saved)
+        .map_err(|e| problem(format!("cannot read the manifest training ran with: {e}")))?;
+    let differences = crate::checkpoint::compat::differences_under(
+        &text,
+        &given.effective_text(),
+        &SECTIONS_USED,
+    )
+    .map_err(problem)?;
+    let manifest = Manifest::parse(&given.file, text).map_err(|error| match error {
+        Error::Manifest(message) => problem(format!(
+            "the manifest training ran with is no longer valid: {}",
+            message.lines().next().unwrap_or_default()
+        )),
+        other => other,
+    })?;
+    Ok(CheckpointManifest {
+        manifest,
+        saved,
+        differences,
     })
 }
 
