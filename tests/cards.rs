@@ -129,6 +129,29 @@ fn cards_with_missing_or_changed_weights_or_an_unknown_architecture_are_refused(
     assert_contains!(run.stderr, "the file was changed or is corrupt");
     assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
 
+    // The export directory used as a weights directory, or its weights file alone: the card
+    // beside the weights records their sha256, so the changed file is refused there too.
+    for weights_arg in ["export", "export/lenet.safetensors"] {
+        let run = fe_host_in(
+            dir.path(),
+            &[
+                "predict",
+                "m.toml",
+                "--weights",
+                weights_arg,
+                "--input",
+                &images,
+                "--out",
+                "w.csv",
+            ],
+        );
+        assert_eq!(run.code, 5, "{weights_arg}: {}", run.stderr);
+        assert_contains!(run.stderr, "lenet.safetensors: sha256 ");
+        assert_contains!(run.stderr, "lenet.json records");
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+        assert!(!dir.path().join("w.csv").exists(), "w.csv written");
+    }
+
     // Missing weights.
     std::fs::remove_file(&weights).unwrap();
     let run = predict("export/lenet.json", "c.csv");

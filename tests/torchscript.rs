@@ -304,6 +304,60 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
     );
 }
 
+/// The exported module is code as well as weights: another module in its place (same
+/// parameters, other values) is refused naming the file, as changed weights are; a card
+/// written before the module's sha256 was recorded still predicts.
+#[test]
+fn an_exported_torchscript_module_replaced_by_another_is_refused() {
+    let parent = TempDir::new("torchscript-card");
+    let dir = run_dir(
+        &parent,
+        "run",
+        &manifest(1).replace("train_steps_per_epoch = 40", "train_steps_per_epoch = 10"),
+    );
+    fe_host_in(&dir, &["run", "m.toml", "-q", "--export", "export"]);
+    let card_path = dir.join("export/lenet.json");
+    let mut card: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&card_path).unwrap()).unwrap();
+    let module = dir.join("export/lenet.pt");
+    let sha = fe_host::plugins::sha256_file(&module).unwrap();
+    assert_eq!(card["torchscript_sha256"], sha.as_str());
+    let [_, _, images, _] = digits();
+    let images = images.to_string_lossy();
+    let predict = |out: &str| -> Run {
+        fe_host()
+            .current_dir(&dir)
+            .args([
+                "predict", "export", "--input", &images, "--limit", "20", "--out", out,
+            ])
+            .output()
+            .unwrap()
+            .into()
+    };
+    let run = predict("before.csv");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    python(&dir, &["make", "export/lenet.pt", "1"]);
+    assert_ne!(fe_host::plugins::sha256_file(&module).unwrap(), sha);
+    let run = predict("replaced.csv");
+    assert_eq!(run.code, 5, "{}{}", run.stdout, run.stderr);
+    assert_contains!(run.stderr, "lenet.pt: sha256 ");
+    assert_contains!(run.stderr, &format!("is not the {sha} that "));
+    assert_contains!(run.stderr, "the file was changed or is corrupt");
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(
+        !dir.join("replaced.csv").exists(),
+        "written by a refused predict"
+    );
+
+    // A card from before the hash was recorded has no `torchscript_sha256`: it still loads.
+    card.as_object_mut().unwrap().remove("torchscript_sha256");
+    std::fs::write(&card_path, serde_json::to_string_pretty(&card).unwrap()).unwrap();
+    let run = predict("old-card.csv");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_contains!(run.stdout, "predicted 20 samples");
+}
+
 #[test]
 fn lenet_exported_safetensors_load_into_the_pytorch_lenet_and_predict_the_same() {
     let dir = TempDir::new("lenet-export");

@@ -61,6 +61,10 @@ pub struct ModelCard {
     pub weights_sha256: String,
     /// For a TorchScript architecture: the TorchScript file with the trained weights.
     pub torchscript: Option<String>,
+    /// sha256 of the TorchScript file. Cards written before it was recorded lack it (and still
+    /// load, their TorchScript file unchecked), so it defaults to absent.
+    #[serde(default)]
+    pub torchscript_sha256: Option<String>,
     /// Keys the model reads, in argument order.
     pub inputs: Vec<KeyInfo>,
     /// Keys the model writes, in output order.

@@ -123,19 +123,18 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
     let weights_path = dir.join(&weights_name);
     crate::system::tensors::write(&weights_path, &variables)?;
     let mut files = vec![weights_name.clone()];
-    let torchscript = match &model.torchscript {
+    let (torchscript, torchscript_sha256) = match &model.torchscript {
         Some(source) => {
             let name = format!("{}.pt", model.name);
-            save_torchscript(
-                &source.file,
-                source.outputs.clone(),
-                &variables,
-                &dir.join(&name),
-            )?;
+            let path = dir.join(&name);
+            save_torchscript(&source.file, source.outputs.clone(), &variables, &path)?;
+            // The module is code as well as weights: predicting from the card must refuse
+            // another module put in its place, as it refuses other weights.
+            let sha256 = crate::plugins::sha256_file(&path).map_err(|e| Error::io(&path, e))?;
             files.push(name.clone());
-            Some(name)
+            (Some(name), Some(sha256))
         }
-        None => None,
+        None => (None, None),
     };
     let config = manifest.models.iter().find(|m| m.name == model.name);
     let (inputs, outputs) = model_keys(manifest, &model.name);
@@ -175,6 +174,7 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
         weights: weights_name,
         weights_sha256: crate::checkpoint::store::sha256_hex(&weights_bytes),
         torchscript,
+        torchscript_sha256,
         inputs: describe(inputs),
         outputs: describe(outputs),
         plugin,

@@ -45,23 +45,7 @@ pub fn open(path: &Path) -> Result<CardModel> {
     let card = read_card(&path)?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let weights = dir.join(&card.weights);
-    let bytes = std::fs::read(&weights).map_err(|e| {
-        Error::data(
-            &weights,
-            format!("cannot read the weights {} names: {e}", path.display()),
-        )
-    })?;
-    let sha256 = crate::checkpoint::store::sha256_hex(&bytes);
-    if sha256 != card.weights_sha256 {
-        return Err(Error::data(
-            &weights,
-            format!(
-                "sha256 {sha256} is not the {} that {} records: the file was changed or is corrupt",
-                card.weights_sha256,
-                path.display()
-            ),
-        ));
-    }
+    check_sha256(&path, &weights, &card.weights_sha256, "weights")?;
     let torchscript = match &card.torchscript {
         Some(name) => {
             let file = dir.join(name);
@@ -73,6 +57,11 @@ pub fn open(path: &Path) -> Result<CardModel> {
                         path.display()
                     ),
                 ));
+            }
+            // Cards written before the TorchScript file's sha256 was recorded have none to
+            // compare with; they load as they always did.
+            if let Some(recorded) = &card.torchscript_sha256 {
+                check_sha256(&path, &file, recorded, "TorchScript file")?;
             }
             Some(std::path::absolute(&file).map_err(|e| Error::io(&file, e))?)
         }
@@ -121,6 +110,56 @@ impl CardModel {
             self.path.display()
         )]))
     }
+}
+
+/// Refuses `file` (exit code 5, naming it) unless its sha256 is `recorded`, what the card at
+/// `card` records for it.
+fn check_sha256(card: &Path, file: &Path, recorded: &str, what: &str) -> Result<()> {
+    let sha256 = crate::plugins::sha256_file(file).map_err(|e| {
+        Error::data(
+            file,
+            format!("cannot read the {what} {} names: {e}", card.display()),
+        )
+    })?;
+    if sha256 != recorded {
+        return Err(Error::data(
+            file,
+            format!(
+                "sha256 {sha256} is not the {recorded} that {} records: the file was changed or is corrupt",
+                card.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// When the weights file `weights` lies next to the model card `export` wrote with it
+/// (`<model>.json` beside `<model>.safetensors`), refuses it unless its sha256 is the card's:
+/// an export directory is also a weights directory (`--weights DIR`), and changed weights must
+/// not predict there either. Weights without a card beside them (`run --save-weights`, a
+/// checkpoint's) have no recorded sha256 to compare with and pass.
+pub fn check_weights_beside_card(weights: &Path) -> Result<()> {
+    let card_path = weights.with_extension("json");
+    let Ok(text) = std::fs::read_to_string(&card_path) else {
+        return Ok(());
+    };
+    // Another JSON file of that name is not a card and says nothing about the weights.
+    let value: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(_) => return Ok(()),
+    };
+    if value["format"].as_str() != Some(card::FORMAT) {
+        return Ok(());
+    }
+    let card: ModelCard = serde_json::from_value(value)
+        .map_err(|e| Error::data(&card_path, format!("model card: {e}")))?;
+    let names_it = weights
+        .file_name()
+        .is_some_and(|name| name.to_string_lossy() == card.weights);
+    if !names_it {
+        return Ok(());
+    }
+    check_sha256(&card_path, weights, &card.weights_sha256, "weights")
 }
 
 /// The one model card in an export directory.

@@ -44,6 +44,7 @@ pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
         } else {
             file(path, &model.name)
         };
+        crate::predict::from_card::check_weights_beside_card(&source)?;
         let values = tensors::read(&source).map_err(|message| Error::Checkpoint {
             path: source.clone(),
             message,
