@@ -90,7 +90,7 @@ fn a_finished_run_ends_with_its_best_value_what_it_wrote_and_the_commands_to_go_
             "fe-host saved: logs runs/lenet/version_0/log.jsonl; plot runs/lenet/version_0/metrics.svg;",
             // The overrides again: a resume compares them with the checkpoint's.
             "fe-host next: train longer: fe-host run examples/lenet.toml --set run.seed=5 --resume --epochs N;",
-            "fe-host next: predict: fe-host predict examples/lenet.toml --checkpoint runs/lenet/version_0/checkpoints/ckpt-6 --input FILE;",
+            "fe-host next: predict: fe-host predict examples/lenet.toml --set run.seed=5 --checkpoint runs/lenet/version_0/checkpoints/ckpt-6 --input FILE;",
         ]
     );
     for file in [

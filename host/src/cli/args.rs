@@ -280,6 +280,10 @@ pub struct PredictArgs {
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
+    /// Manifest overrides: the run's own, for weights it saved outside a checkpoint (a
+    /// checkpoint keeps them).
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
 }
 
 /// `fe-host export`
@@ -296,6 +300,10 @@ pub struct ExportArgs {
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
+    /// Manifest overrides: the run's own, for weights it saved outside a checkpoint (a
+    /// checkpoint keeps them).
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
 }
 
 /// `fe-host plugins ...`

@@ -274,6 +274,12 @@ fn predict(args: PredictArgs) -> Result<()> {
                 args.manifest.display()
             )));
         }
+        if !args.overrides.set.is_empty() {
+            return Err(Error::Usage(format!(
+                "{} is a model card, which carries the manifest the model was trained with: drop --set",
+                args.manifest.display()
+            )));
+        }
         let model = crate::predict::from_card::open(&args.manifest)?;
         let mut dirs = args.plugins.plugin_dirs.clone();
         dirs.extend(model.plugin_dirs());
@@ -283,7 +289,7 @@ fn predict(args: PredictArgs) -> Result<()> {
         let weights = crate::predict::Weights::Files(model.weights);
         (model.manifest, Some(weights), registry)
     } else {
-        let manifest = trained_manifest(Manifest::load(&args.manifest)?, weights.as_ref())?;
+        let manifest = trained_manifest(args.overrides.load(&args.manifest)?, weights.as_ref())?;
         let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
         let registry = load_manifest_registry(&search, &manifest)?;
         (manifest, weights, registry)
@@ -338,7 +344,7 @@ fn trained_manifest(
 }
 
 fn export(args: ExportArgs) -> Result<()> {
-    let manifest = Manifest::load(&args.manifest)?;
+    let manifest = args.overrides.load(&args.manifest)?;
     let weights =
         crate::predict::Weights::from_flags(args.trained.weights, args.trained.checkpoint, false)?
             .ok_or_else(|| {

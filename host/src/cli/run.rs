@@ -146,8 +146,11 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
             weights: args.save_weights.as_deref(),
             export: args.export.as_deref(),
         };
-        let command = same_run(&args, false);
-        for line in summary::lines(&estimator, &manifest, &args.manifest, &command, &written) {
+        let commands = summary::Commands {
+            run: same_run(&args, false),
+            model: same_model(&args),
+        };
+        for line in summary::lines(&estimator, &manifest, &commands, &written) {
             println!("{line}");
         }
     }
@@ -171,15 +174,22 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
 /// overrides with the checkpoint's). `--epochs` only `with_epochs` (a "train longer" line
 /// gives its own).
 fn same_run(args: &RunArgs, with_epochs: bool) -> String {
-    let mut words = vec![shell_word(&args.manifest.to_string_lossy())];
-    for set in &args.overrides.set {
-        words.push(format!("--set {}", shell_word(set)));
-    }
+    let mut words = vec![same_model(args)];
     if let (true, Some(epochs)) = (with_epochs, args.epochs) {
         words.push(format!("--epochs {epochs}"));
     }
     if let Some(dir) = &args.log_dir {
         words.push(format!("--log-dir {}", shell_word(&dir.to_string_lossy())));
+    }
+    words.join(" ")
+}
+
+/// The manifest, `--set` overrides and `--plugin-dir`s of `args`, as shell words: what
+/// `predict` and `export` need to build the model and prepare its inputs as the run did.
+fn same_model(args: &RunArgs) -> String {
+    let mut words = vec![shell_word(&args.manifest.to_string_lossy())];
+    for set in &args.overrides.set {
+        words.push(format!("--set {}", shell_word(set)));
     }
     for dir in &args.plugins.plugin_dirs {
         words.push(format!(

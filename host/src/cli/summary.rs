@@ -28,14 +28,21 @@ pub struct Written<'a> {
     pub export: Option<&'a Path>,
 }
 
-/// The lines, in order. `command` is the run's manifest with the flags that shape what it
-/// computes (`--set`, `--epochs`, ...), as words for a shell: the "train longer" line repeats
-/// them, since a resume compares them with the checkpoint's.
+/// The run's manifest with its flags, as shell words, for the commands the closing lines
+/// suggest: a resume compares overrides with the checkpoint's, and a prediction from saved
+/// weights needs them to build the model and prepare inputs as the run did.
+pub struct Commands {
+    /// For `run ... --resume`: the manifest, `--set`, `--log-dir`, `--plugin-dir`.
+    pub run: String,
+    /// For `predict`: the manifest, `--set`, `--plugin-dir`.
+    pub model: String,
+}
+
+/// The lines, in order.
 pub fn lines(
     estimator: &Estimator,
     manifest: &Manifest,
-    manifest_arg: &Path,
-    command: &str,
+    commands: &Commands,
     written: &Written<'_>,
 ) -> Vec<String> {
     let mut lines = Vec::new();
@@ -70,18 +77,18 @@ pub fn lines(
             shown(&dir.join(PLOT_FILE)).display()
         ));
     }
-    let manifest_arg = manifest_arg.display();
+    let Commands { run, model: with } = commands;
     if let Some(checkpoint) = checkpoint {
         lines.push(format!(
-            "fe-host next: train longer: fe-host run {command} --resume --epochs N;"
+            "fe-host next: train longer: fe-host run {run} --resume --epochs N;"
         ));
         lines.push(format!(
-            "fe-host next: predict: fe-host predict {manifest_arg} --checkpoint {} --input FILE;",
+            "fe-host next: predict: fe-host predict {with} --checkpoint {} --input FILE;",
             shown(checkpoint).display()
         ));
     } else if let Some(model) = models.first() {
         lines.push(format!(
-            "fe-host next: predict: fe-host predict {manifest_arg} --weights {} --input FILE;",
+            "fe-host next: predict: fe-host predict {with} --weights {} --input FILE;",
             shown(model).display()
         ));
     }
