@@ -448,6 +448,73 @@ fn files_that_are_not_torchscript_and_keys_forward_does_not_take_are_refused() {
 }
 
 #[test]
+fn a_failure_inside_forward_says_what_the_module_raised_in_one_line() {
+    let parent = TempDir::new("torchscript-forward-fails");
+    let text = manifest(1);
+    let expand =
+        "[[pipeline.ops]]\nop = \"ExpandDims\"\ninputs = \"x\"\noutputs = \"x\"\naxis = 0\n";
+    let minmax = "[[pipeline.ops]]\nop = \"Minmax\"\ninputs = \"x\"\noutputs = \"x\"\n";
+    assert!(text.contains(expand) && text.contains(minmax));
+    // Without the channel axis the conv net gets [32, 28, 28]; without the scaling, bytes.
+    let cases = [
+        (
+            "shape",
+            text.replace(expand, ""),
+            "expected input[1, 32, 28, 28] to have 1 channels, but got 32 channels instead",
+        ),
+        (
+            "dtype",
+            text.replace(minmax, ""),
+            "Input type (unsigned char) and bias type (float) should be the same",
+        ),
+    ];
+    let one_line = |out: &Run, what: &str, cause: &str| {
+        let error = out.stderr.trim();
+        assert_eq!(error.lines().count(), 1, "{what}: {}", out.stderr);
+        assert_contains!(error, "TorchScript(net.pt) failed in forward");
+        assert_contains!(error, "the TorchScript interpreter raised RuntimeError: ");
+        assert_contains!(error, cause);
+        assert_contains!(
+            error,
+            "[model `lenet` (models[0]) run by ModelOp (network.ops[0])]"
+        );
+    };
+    for (name, text, cause) in cases {
+        let dir = run_dir(&parent, name, &text);
+        let out: Run = fe_host()
+            .current_dir(&dir)
+            .args(["run", "m.toml", "-q"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 1, "{name}: {}{}", out.stdout, out.stderr);
+        one_line(&out, name, cause);
+    }
+    let x = digits()[2].to_string_lossy().into_owned();
+    let out: Run = fe_host()
+        .current_dir(parent.path().join("shape"))
+        .args([
+            "predict",
+            "m.toml",
+            "--random-weights",
+            "--input",
+            &x,
+            "--out",
+            "p.csv",
+        ])
+        .args(["--limit", "4"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 1, "predict: {}{}", out.stdout, out.stderr);
+    one_line(
+        &out,
+        "predict",
+        "to have 1 channels, but got 4 channels instead",
+    );
+}
+
+#[test]
 fn predict_and_transform_refuse_untrained_models_unless_asked() {
     let dir = TempDir::new("untrained");
     let path = dir.write("m.toml", &crate::util::lenet_manifest(1, ""));

@@ -38,5 +38,65 @@ pub use error::{Error, Result};
 
 /// A libtorch error as one line (libtorch appends a C++ backtrace to its messages).
 pub fn tch_message(error: tch::TchError) -> String {
+    if let tch::TchError::Torch(message) = &error {
+        if let Some(cause) = torchscript_cause(message) {
+            return cause;
+        }
+    }
     fe_plugin_api::Error::from(error).message().to_owned()
+}
+
+/// What a TorchScript module's code raised, from the interpreter's message. That message says
+/// only that an operation failed on its first line, then gives the module's traceback, and
+/// names the error (`RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x784 and
+/// 1352x10)`) on its last unindented `...Error: ` line: the one line worth keeping. `None` for
+/// any other message.
+fn torchscript_cause(message: &str) -> Option<String> {
+    let first = message.lines().next()?;
+    if !first.starts_with("The following operation failed in the TorchScript interpreter") {
+        return None;
+    }
+    let is_error_line = |line: &&str| {
+        line.split_once(": ").is_some_and(|(name, _)| {
+            (name.ends_with("Error") || name.ends_with("Exception"))
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        })
+    };
+    let cause = message.lines().rev().find(is_error_line)?;
+    Some(format!(
+        "the TorchScript interpreter raised {}",
+        cause.trim_end()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_torchscript_error_keeps_the_cause_its_interpreter_names_last() {
+        let message = "The following operation failed in the TorchScript interpreter.\n\
+            Traceback of TorchScript, serialized code (most recent call last):\n\
+            \x20 File \"code/__torch__.py\", line 10, in forward\n\
+            \x20   return torch.linear(x, weight, bias)\n\
+            \x20          ~~~~~~~~~~~~ <--- HERE\n\
+            RuntimeError: mat1 and mat2 shapes cannot be multiplied (3x5 and 4x2)\n";
+        assert_eq!(
+            super::tch_message(tch::TchError::Torch(message.into())),
+            "the TorchScript interpreter raised RuntimeError: mat1 and mat2 shapes cannot be \
+             multiplied (3x5 and 4x2)"
+        );
+        // Any other libtorch message keeps its first line, without the C++ backtrace.
+        let other = "shape '[2]' is invalid\nException raised from infer_size at x.cpp:1";
+        assert_eq!(
+            super::tch_message(tch::TchError::Torch(other.into())),
+            "shape '[2]' is invalid"
+        );
+        // An interpreter message naming no error keeps its first line too.
+        let bare = "The following operation failed in the TorchScript interpreter.\nfoo";
+        assert_eq!(
+            super::tch_message(tch::TchError::Torch(bare.into())),
+            "The following operation failed in the TorchScript interpreter."
+        );
+    }
 }
