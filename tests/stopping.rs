@@ -1,11 +1,16 @@
 //! Ctrl-C and SIGTERM with real signals sent to the real binary: the first stops after the
 //! current step with a checkpoint the run resumes from to the weights of an uninterrupted run,
-//! bit for bit; a second stops at once and leaves the last complete checkpoint. No sleeps:
-//! each signal is sent once a line proves the run got where the test needs it.
+//! bit for bit; a second stops at once and leaves the last complete checkpoint, as one during
+//! set-up does, in a run started with the signal ignored too. No sleeps: each signal is sent
+//! once a line (or the manifest pipe opened) proves the run got where the test needs it.
 
+use std::ffi::CString;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -216,9 +221,78 @@ fn a_run_without_checkpoint_settings_saves_where_resume_looks() {
     assert_eq!(verify.code, 0, "{}", verify.stderr);
 }
 
+/// `command` with `signal` ignored in the process it starts, as a non-interactive shell starts
+/// a background job (`cmd &` ignores SIGINT) and as fe-host then inherits it.
+fn ignoring(command: &mut Command, signal: libc::c_int) -> &mut Command {
+    // SAFETY: signal(2) is async-signal-safe, as what runs between fork and exec must be.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(signal, libc::SIG_IGN);
+            Ok(())
+        })
+    }
+}
+
 #[test]
 fn a_second_sigint_stops_at_once_keeping_the_last_complete_checkpoint() {
-    let temp = TempDir::new("stop-twice");
+    second_sigint_stops_at_once(false);
+}
+
+#[test]
+fn a_second_sigint_stops_at_once_in_a_run_started_ignoring_sigint() {
+    second_sigint_stops_at_once(true);
+}
+
+#[test]
+fn a_signal_during_set_up_stops_at_once_in_a_run_started_ignoring_it() {
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let temp = TempDir::new("stop-set-up");
+        // The manifest is a named pipe: fe-host blocks reading it, in the middle of its set-up,
+        // for as long as the test holds the writing end open.
+        let fifo = temp.path().join("m.toml");
+        let name = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo(3) with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let mut command = fe_host();
+        command
+            .current_dir(temp.path())
+            .args(["run", "m.toml"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let child = ignoring(&mut command, sig).spawn().unwrap();
+        let (done, wait) = mpsc::channel::<()>();
+        let (pid, unblock) = (child.id() as i32, fifo.clone());
+        std::thread::spawn(move || {
+            if wait.recv_timeout(Duration::from_secs(120)).is_err() {
+                // SAFETY: kill(2) with a pid this test spawned.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // A reader of our own, should fe-host never have opened the pipe, so that
+                // the test's open for writing returns and the test fails instead of hanging.
+                let _ = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&unblock);
+            }
+        });
+        // Opening the pipe for writing returns once fe-host has opened it to read the manifest:
+        // it is then setting up, past the point where it takes the signals over.
+        let writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        signal(&child, sig);
+        let output = child.wait_with_output().unwrap();
+        let _ = done.send(());
+        drop(writer);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "signal {sig}: {stderr}");
+        assert_contains!(stderr, "fe-host: stopped at once, before training started");
+    }
+}
+
+fn second_sigint_stops_at_once(ignored: bool) {
+    let temp = TempDir::new(if ignored {
+        "stop-twice-ignored"
+    } else {
+        "stop-twice"
+    });
     let dir = temp.path();
     // Steps long enough (a wide MLP, big batches) that the second signal lands while the
     // first is still finishing its step; a checkpoint every two steps, written in the
@@ -230,13 +304,16 @@ fn a_second_sigint_stops_at_once_keeping_the_last_complete_checkpoint() {
     .replace("hidden = [32]", "hidden = [1024, 1024]")
     .replace("batch_size = 32", "batch_size = 512");
     std::fs::write(dir.join("m.toml"), text).unwrap();
-    let mut child = fe_host()
+    let mut command = fe_host();
+    command
         .current_dir(dir)
         .args(["run", "m.toml", "--epochs", "1000"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    if ignored {
+        ignoring(&mut command, libc::SIGINT);
+    }
+    let mut child = command.spawn().unwrap();
     let done = watchdog(child.id(), 600);
     // Step 3 is under way once step 2 (and its checkpoint snapshot) is logged.
     let (training, stdout) = watch(child.stdout.take().unwrap(), "fe-host train: step: 3;");

@@ -8,12 +8,18 @@
 //! store's atomic protocol means the last complete checkpoint is still there, and what a
 //! write in flight left is removed when the next run starts.
 //!
+//! The handler goes in when `run` starts, not when training does: a process started with the
+//! signals ignored (a non-interactive shell's background job, `cmd &`, ignores SIGINT) would
+//! otherwise lose a signal sent while it sets up, and take the next one, meant to stop it at
+//! once, as a first. Before training ([`install_for_setup`]) there is no step to finish, so
+//! any signal stops at once, as the default action would.
+//!
 //! The request is a flag read at step boundaries rather than an action taken inside the
 //! handler, so that a data-parallel run can agree on it: every rank reads its own flag after
 //! the same step and the ranks combine them (any rank asked to stop stops them all) before
 //! acting — [`StopRequest::agreed`] is the one place that combination goes.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Exit code of a run stopped by its first SIGINT or SIGTERM after it saved a checkpoint
 /// (BSD's `EX_TEMPFAIL`: try again, here with `--resume`).
@@ -22,6 +28,10 @@ pub const EXIT_STOPPED: u8 = 75;
 /// Signals received since [`install`]: 0, or the signal number of the first in the low byte
 /// and the count above it.
 static RECEIVED: AtomicU32 = AtomicU32::new(0);
+
+/// Whether a first signal only asks to stop after the step ([`install`]); before that, every
+/// signal stops at once ([`install_for_setup`]).
+static TRAINING: AtomicBool = AtomicBool::new(false);
 
 /// The signal that asks a run to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +83,14 @@ impl Signal {
 
 extern "C" fn on_signal(signal: libc::c_int) {
     let before = RECEIVED.fetch_add(1 << 8, Ordering::SeqCst);
+    if !TRAINING.load(Ordering::SeqCst) {
+        let note = b"\nfe-host: stopped at once, before training started\n";
+        // SAFETY: write(2) and _exit(2) are async-signal-safe.
+        unsafe {
+            libc::write(2, note.as_ptr().cast(), note.len());
+            libc::_exit(128 + signal);
+        }
+    }
     if before == 0 {
         RECEIVED.fetch_or(signal as u32 & 0xff, Ordering::SeqCst);
         let note = b"\nfe-host: stopping after this step (a checkpoint is saved); signal again to stop at once\n";
@@ -90,9 +108,22 @@ extern "C" fn on_signal(signal: libc::c_int) {
     }
 }
 
-/// Routes SIGINT and SIGTERM to the stop flag for the rest of the process.
+/// Routes SIGINT and SIGTERM to the stop flag for the rest of the process: what the fit loop
+/// reads. Call it when training starts.
 pub fn install() {
-    // SAFETY: the handler only touches an atomic and calls async-signal-safe functions.
+    TRAINING.store(true, Ordering::SeqCst);
+    set_handler();
+}
+
+/// Makes SIGINT and SIGTERM stop the process at once (exit 128 + the signal) until [`install`]
+/// is called, whatever their disposition was (ignored ones included). Call it first thing in
+/// a command that will train.
+pub fn install_for_setup() {
+    set_handler();
+}
+
+fn set_handler() {
+    // SAFETY: the handler only touches atomics and calls async-signal-safe functions.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;

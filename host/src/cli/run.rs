@@ -11,6 +11,9 @@ use crate::manifest::Manifest;
 use crate::plugins::default_search_path;
 
 pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
+    // Before anything slow: a signal during set-up must stop the run, even when the process
+    // was started with it ignored.
+    crate::stop::install_for_setup();
     let mut manifest = load_manifest(&args.manifest, &args.overrides, args.epochs)?;
     let membership = data_parallel_membership(args.smoke)?;
     // Ranks other than 0 train in step with rank 0 and say nothing: rank 0 speaks for the run.
