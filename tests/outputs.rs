@@ -244,3 +244,95 @@ fn a_run_refused_at_start_leaves_nothing_behind() {
     assert_contains!(out.stderr, "run.log_dir");
     assert_eq!(names(&dir.join("out")), ["run"]);
 }
+
+/// Every file and directory under `dir` whose name marks it as a write's temporary
+/// (`*.tmp-<pid>`, `.tmp-*`, `*.tmp`, `*.partial`), by relative path.
+fn temporaries(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.contains(".tmp") || name.ends_with(".partial") {
+                found.push(entry.path().strip_prefix(dir).unwrap().to_path_buf());
+            }
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// A case of [`a_failed_write_removes_its_temporary`]: its name, the target whose write fails,
+/// and what makes it fail.
+type Breakage = (&'static str, &'static str, fn(&Path));
+
+#[test]
+fn a_failed_write_removes_its_temporary() {
+    let temp = TempDir::new("failed-writes");
+    // Each write fails at its rename, deterministically (and as root too, unlike a read-only
+    // folder): something that is not what the rename can replace stands at the target. The
+    // temporary is complete by then, which is what a full disk can leave as well.
+    let text = lenet_manifest(
+        1,
+        r#"
+[[traces]]
+trace = "BestModelSaver"
+model = "lenet"
+save_dir = "out/best"
+
+[checkpoint]
+dir = "out/ckpt"
+every_epochs = 1
+"#,
+    )
+    .replace(
+        "log_steps = 50",
+        "log_steps = 2\ntrain_steps_per_epoch = 4\neval_steps_per_epoch = 1",
+    );
+    let cases: [Breakage; 3] = [
+        // The saver's model file is a directory.
+        ("model", "out/best/lenet_best_ce.safetensors", |dir| {
+            std::fs::create_dir_all(dir.join("out/best/lenet_best_ce.safetensors/x")).unwrap()
+        }),
+        // The checkpoint's name is taken by a dangling link: the checkpoint's temporary
+        // directory cannot be renamed onto it.
+        ("checkpoint", "out/ckpt/ckpt-4", |dir| {
+            std::fs::create_dir_all(dir.join("out/ckpt")).unwrap();
+            std::os::unix::fs::symlink("nowhere", dir.join("out/ckpt/ckpt-4")).unwrap();
+        }),
+        // `latest` is a directory: the new pointer cannot replace it (the checkpoint itself
+        // is complete by then and stays).
+        ("latest", "out/ckpt/latest", |dir| {
+            std::fs::create_dir_all(dir.join("out/ckpt/latest/x")).unwrap()
+        }),
+    ];
+    for (name, target, break_target) in cases {
+        let dir = temp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("m.toml"), &text).unwrap();
+        break_target(&dir);
+        let out: Run = fe_host()
+            .current_dir(&dir)
+            .args(["run", "m.toml", "-q"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 1, "{name}: {}{}", out.stdout, out.stderr);
+        assert_eq!(
+            out.stderr.trim().lines().count(),
+            1,
+            "{name}: {}",
+            out.stderr
+        );
+        assert_contains!(out.stderr, &format!("{target}: "));
+        assert_eq!(
+            temporaries(&dir),
+            Vec::<PathBuf>::new(),
+            "{name}: a failed write left its temporary ({})",
+            out.stderr
+        );
+    }
+}

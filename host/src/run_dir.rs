@@ -260,7 +260,10 @@ fn point_latest(root: &Path, version: u32) -> Result<()> {
     std::os::unix::fs::symlink(version_name(version), &temp).map_err(|e| Error::io(&temp, e))?;
     #[cfg(not(unix))]
     std::fs::write(&temp, version_name(version)).map_err(|e| Error::io(&temp, e))?;
-    std::fs::rename(&temp, &link).map_err(|e| Error::io(&link, e))
+    std::fs::rename(&temp, &link).map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        Error::io(&link, e)
+    })
 }
 
 #[cfg(test)]

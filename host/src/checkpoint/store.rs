@@ -133,7 +133,29 @@ pub fn write(root: &Path, name: &str, files: &[(String, Vec<u8>)]) -> Result<Pat
     if temp.exists() {
         std::fs::remove_dir_all(&temp).map_err(io(&temp))?;
     }
-    let mut dirs: Vec<PathBuf> = vec![temp.clone()];
+    let pointer = root.join(format!("{LATEST}.tmp-{}", std::process::id()));
+    let written = write_renamed(root, name, files, (&temp, &pointer));
+    if written.is_err() {
+        // A write that failed (a full disk, a read-only folder) is not a crash: this process
+        // is alive to remove its temporaries, and must, since a run that starts afresh goes to
+        // another version or folder and would never see them. Whatever the rename already
+        // moved into place stays: it is complete.
+        let _ = std::fs::remove_dir_all(&temp);
+        let _ = std::fs::remove_file(&pointer);
+    }
+    written
+}
+
+/// The body of [`write`], into the temporaries `temp` (the directory) and `pointer` (the new
+/// `latest`), which the caller removes when this fails.
+fn write_renamed(
+    root: &Path,
+    name: &str,
+    files: &[(String, Vec<u8>)],
+    (temp, pointer): (&Path, &Path),
+) -> Result<PathBuf> {
+    let target = root.join(name);
+    let mut dirs: Vec<PathBuf> = vec![temp.to_path_buf()];
     for (relative, _) in files {
         if let Some(parent) = temp.join(relative).parent() {
             if !dirs.iter().any(|d| d == parent) {
@@ -177,9 +199,8 @@ pub fn write(root: &Path, name: &str, files: &[(String, Vec<u8>)]) -> Result<Pat
         .map_err(|e| Error::Internal(format!("cannot serialize MANIFEST.json: {e}")))?;
     let list_path = temp.join(MANIFEST);
     written.push((list_path.clone(), write_unsynced(&list_path, &json)?));
-    let pointer = root.join(format!("{LATEST}.tmp-{}", std::process::id()));
-    let pointer_file = write_unsynced(&pointer, format!("{name}\n").as_bytes())?;
-    written.push((pointer.clone(), pointer_file));
+    let pointer_file = write_unsynced(pointer, format!("{name}\n").as_bytes())?;
+    written.push((pointer.to_path_buf(), pointer_file));
     // One flush for everything: the rename below, not the order of the flushes, is what makes
     // the checkpoint visible, and it happens only once every byte and entry is durable.
     for (path, file) in &written {
@@ -188,9 +209,9 @@ pub fn write(root: &Path, name: &str, files: &[(String, Vec<u8>)]) -> Result<Pat
     for dir in &dirs {
         sync_dir(dir)?;
     }
-    std::fs::rename(&temp, &target).map_err(io(&target))?;
+    std::fs::rename(temp, &target).map_err(io(&target))?;
     let latest = root.join(LATEST);
-    std::fs::rename(&pointer, &latest).map_err(io(&latest))?;
+    std::fs::rename(pointer, &latest).map_err(io(&latest))?;
     // One flush makes both renames durable. Should a power loss keep only the second, `latest`
     // names a missing directory and `resolve` falls back to the newest complete checkpoint.
     sync_dir(root)?;
@@ -200,9 +221,14 @@ pub fn write(root: &Path, name: &str, files: &[(String, Vec<u8>)]) -> Result<Pat
 /// Atomically points `root/latest` at checkpoint `name`.
 pub fn set_latest(root: &Path, name: &str) -> Result<()> {
     let temp = root.join(format!("{LATEST}.tmp-{}", std::process::id()));
-    write_synced(&temp, format!("{name}\n").as_bytes())?;
     let latest = root.join(LATEST);
-    std::fs::rename(&temp, &latest).map_err(io(&latest))?;
+    let renamed = write_synced(&temp, format!("{name}\n").as_bytes())
+        .and_then(|()| std::fs::rename(&temp, &latest).map_err(io(&latest)));
+    if renamed.is_err() {
+        // As in `write`: a live process removes what its failed write left.
+        let _ = std::fs::remove_file(&temp);
+    }
+    renamed?;
     sync_dir(root)
 }
 

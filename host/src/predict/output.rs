@@ -84,11 +84,13 @@ pub fn write(
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     // Written next to the target and renamed, so a failure leaves no partial file behind.
     let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    let written = std::fs::write(&tmp, bytes)
+        .map_err(|e| Error::io(&tmp, e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
+    }
+    written
 }
 
 /// Per-sample values of a joined column as (rows, values per row).

@@ -39,8 +39,15 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    let written = std::fs::write(&tmp, bytes)
+        .map_err(|e| Error::io(&tmp, e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if written.is_err() {
+        // A failed write leaves nothing behind: the next write would reuse the name, but a
+        // run that ends here never gets to.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Logged scalars: `{mode: {key: {step: value}}}`, as in [`Summary`](crate::system::Summary).
@@ -275,6 +282,19 @@ mod tests {
                 .insert(step, value);
         }
         history
+    }
+
+    #[test]
+    fn a_replace_that_fails_leaves_no_temporary() {
+        let dir = TestDir::new("replace-fails");
+        // The target is a directory: the temporary is written, the rename onto it fails.
+        let path = dir.path().join("log.csv");
+        std::fs::create_dir_all(path.join("x")).unwrap();
+        let error = replace_file(&path, b"a,b\n").unwrap_err().to_string();
+        assert!(error.contains("log.csv"), "{error}");
+        assert!(!dir.path().join("log.csv.tmp").exists());
+        replace_file(&dir.path().join("ok.csv"), b"a,b\n").unwrap();
+        assert_eq!(std::fs::read(dir.path().join("ok.csv")).unwrap(), b"a,b\n");
     }
 
     #[test]
