@@ -256,6 +256,61 @@ fn a_launcher_names_the_version_every_rank_writes_into() {
 }
 
 #[test]
+fn a_named_version_holding_another_runs_results_is_refused_unless_resumed() {
+    let temp = TempDir::new("run-version-env-taken");
+    let dir = temp.path();
+    // The tester's case: a best model and logs, no `[checkpoint]`: nothing to resume from.
+    let plain = versioned().replace(
+        "\n[checkpoint]\ndir = \"runs/lenet/checkpoints\"\nevery_epochs = 1\n",
+        "\n",
+    );
+    assert!(!plain.contains("[checkpoint]"));
+    std::fs::write(dir.join("plain.toml"), &plain).unwrap();
+    std::fs::write(dir.join("m.toml"), versioned()).unwrap();
+    let root = dir.join("runs/lenet");
+    run_in(dir, &["run", "plain.toml", "-q"]);
+    let version = root.join("version_0");
+    assert!(version.join("best/lenet_best_ce.safetensors").is_file());
+    let before = hashes(&version);
+
+    for manifest in ["plain.toml", "m.toml"] {
+        let out: Run = fe_host()
+            .current_dir(dir)
+            .env("FE_RUN_VERSION", "0")
+            .args(["run", manifest, "-q"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 2, "{manifest}: {}{}", out.stdout, out.stderr);
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+        assert_contains!(out.stderr, "FE_RUN_VERSION=0: ");
+        assert_contains!(
+            out.stderr,
+            "runs/lenet/version_0 already holds another run's results"
+        );
+        assert_eq!(
+            hashes(&version),
+            before,
+            "{manifest}: the finished run's files changed"
+        );
+        assert_eq!(entries(&root), ["latest", "version_0"]);
+    }
+
+    // A run that resumes the version it names is that version's run: it goes on there.
+    run_in(dir, &["run", "m.toml", "-q"]);
+    assert_eq!(entries(&root), ["latest", "version_0", "version_1"]);
+    let resumed: Run = fe_host()
+        .current_dir(dir)
+        .env("FE_RUN_VERSION", "1")
+        .args(["run", "m.toml", "-q", "--resume", "--epochs", "2"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(root.join("version_1/checkpoints/ckpt-8").is_dir());
+}
+
+#[test]
 fn a_run_that_fails_at_start_leaves_no_version_behind() {
     let temp = TempDir::new("run-version-failed");
     let dir = temp.path();

@@ -221,26 +221,36 @@ impl RunDir {
 
     /// Makes the directory when the run starts, records `record` in it unless it has a
     /// record already (a resumed run keeps its first start), and points `latest` at it.
-    /// A record of another run in a directory `fresh` (newly chosen) means two runs chose
-    /// the same version at once: refused, so they never share files.
-    pub fn create(&self, record: &RunRecord, fresh: bool) -> Result<()> {
+    /// A record of another run in a [`Claim::New`] directory means two runs chose the same
+    /// version at once: refused, so they never share files. A [`Claim::Named`] directory that
+    /// holds another run's results is refused too: this run would overwrite them.
+    pub fn create(&self, record: &RunRecord, claim: Claim) -> Result<()> {
         let dir = self.path();
+        let own = read_record(&dir).is_some_and(|r| r.run_id == record.run_id);
+        if claim == Claim::Named && !own && holds_results(&dir)? {
+            return Err(Error::Usage(format!(
+                "{VERSION_ENV}={}: {} already holds another run's results; continue that run \
+                 with --resume, or unset {VERSION_ENV} to start a new version",
+                self.version,
+                dir.display()
+            )));
+        }
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         match read_record(&dir) {
-            Some(existing) if fresh && existing.run_id != record.run_id => {
+            Some(existing) if claim == Claim::New && existing.run_id != record.run_id => {
                 return Err(Error::Usage(format!(
                     "{}: another run ({}) took this version at the same time; start this run again",
                     dir.display(),
                     existing.run_id
                 )));
             }
-            Some(_) => {}
-            None => {
-                let path = dir.join(RUN_FILE);
-                let json = serde_json::to_vec_pretty(record)
-                    .map_err(|e| Error::Internal(format!("cannot serialize {RUN_FILE}: {e}")))?;
-                std::fs::write(&path, json).map_err(|e| Error::io(&path, e))?;
+            // The record of a run that wrote nothing else (it failed at start): this run
+            // takes the version over, and its checkpoints must match the record.
+            Some(existing) if claim == Claim::Named && existing.run_id != record.run_id => {
+                write_record(&dir, record)?;
             }
+            Some(_) => {}
+            None => write_record(&dir, record)?,
         }
         self.point_latest()
     }
@@ -250,6 +260,44 @@ impl RunDir {
     pub fn point_latest(&self) -> Result<()> {
         point_latest(&self.root, self.version)
     }
+}
+
+/// How a run came to a version, which decides what it may find there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Newly chosen, the next free number: no other run's record may be there.
+    New,
+    /// Named by [`VERSION_ENV`]: empty (a launcher may have made it with
+    /// [`RunDir::prepare`]), holding at most another run's record, or this run's own results
+    /// (it resumes the run recorded there); never another run's results.
+    Named,
+    /// The version of the checkpoint the run resumes: its files are the run's own.
+    Resumed,
+}
+
+/// Whether version directory `dir` holds anything but its `run.json`: results (logs, models,
+/// checkpoints) that a run starting afresh in it would overwrite.
+fn holds_results(dir: &Path) -> Result<bool> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry = entry.map_err(|e| Error::io(dir, e))?;
+                if entry.file_name() != RUN_FILE {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(dir, e)),
+    }
+}
+
+fn write_record(dir: &Path, record: &RunRecord) -> Result<()> {
+    let path = dir.join(RUN_FILE);
+    let json = serde_json::to_vec_pretty(record)
+        .map_err(|e| Error::Internal(format!("cannot serialize {RUN_FILE}: {e}")))?;
+    std::fs::write(&path, json).map_err(|e| Error::io(&path, e))
 }
 
 fn point_latest(root: &Path, version: u32) -> Result<()> {
@@ -350,26 +398,45 @@ mod tests {
         let first = RunDir::choose(&root, None).unwrap();
         assert_eq!(first.version, 0);
         assert!(!root.exists(), "choosing writes nothing");
-        first.create(&record("a"), true).unwrap();
+        first.create(&record("a"), Claim::New).unwrap();
         let second = RunDir::choose(&root, None).unwrap();
         assert_eq!(second.version, 1);
-        second.create(&record("b"), true).unwrap();
+        second.create(&record("b"), Claim::New).unwrap();
         assert_eq!(latest(&root).unwrap(), Some(1));
         assert_eq!(version_of_run(&root, "a").unwrap(), Some(0));
 
         // Resuming version 0 keeps its record and makes it the latest.
-        first.create(&record("a"), false).unwrap();
+        first.create(&record("a"), Claim::Resumed).unwrap();
         assert_eq!(latest(&root).unwrap(), Some(0));
         assert_eq!(read_record(&first.path()).unwrap(), record("a"));
         // Two runs that chose one version at once: the second is refused.
-        let error = second.create(&record("c"), true).unwrap_err().to_string();
+        let error = second
+            .create(&record("c"), Claim::New)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("another run (b)"), "{error}");
         // A launcher's prepared version is taken by the ranks it starts.
         let prepared = RunDir::prepare(&root, None).unwrap();
         assert_eq!(prepared.version, 2);
         assert!(prepared.path().is_dir());
-        prepared.create(&record("d"), true).unwrap();
+        prepared.create(&record("d"), Claim::Named).unwrap();
         assert_eq!(versions(&root).unwrap(), [0, 1, 2]);
+        // Named for a fresh start, a version holding only another run's record is taken over;
+        // one holding results is refused, naming it, and left as it was.
+        first.create(&record("e"), Claim::Named).unwrap();
+        assert_eq!(read_record(&first.path()).unwrap(), record("e"));
+        std::fs::write(first.path().join("log.jsonl"), "{}\n").unwrap();
+        let error = first.create(&record("f"), Claim::Named).unwrap_err();
+        assert!(matches!(error, Error::Usage(_)), "{error}");
+        let error = error.to_string();
+        assert!(error.contains("FE_RUN_VERSION=0: "), "{error}");
+        assert!(
+            error.contains(&format!("{} already holds", first.path().display())),
+            "{error}"
+        );
+        assert_eq!(read_record(&first.path()).unwrap(), record("e"));
+        // The run recorded there resuming is what may write there.
+        first.create(&record("e"), Claim::Named).unwrap();
         let _ = std::fs::remove_dir_all(&root);
     }
 }

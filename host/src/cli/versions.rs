@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::manifest::Manifest;
-use crate::run_dir::{self, RunDir, RunRecord};
+use crate::run_dir::{self, Claim, RunDir, RunRecord};
 
 /// The version a run took, and whether it is new (not resumed nor named by a launcher).
 pub struct Chosen {
@@ -14,6 +14,8 @@ pub struct Chosen {
     pub dir: RunDir,
     /// A newly chosen version, which no other run may hold.
     pub fresh: bool,
+    /// Named by the environment ([`VERSION_ENV`](crate::run_dir::VERSION_ENV)), not chosen.
+    named: bool,
     /// The version `latest` named before this run.
     previous: Option<u32>,
     /// The root and those of its parents that did not exist before this run, innermost first.
@@ -21,14 +23,24 @@ pub struct Chosen {
 }
 
 impl Chosen {
-    /// Makes the version directory when the run starts; says where the run writes.
+    /// Makes the version directory when the run starts; says where the run writes. `run_id`
+    /// is the run's id once any resume has set it. A version the environment names is a
+    /// launcher's way to put its ranks in one version, not a way to start afresh over a
+    /// finished run: one holding another run's results is refused.
     pub fn create(&self, run_id: &str, manifest: &Path, quiet: bool) -> Result<()> {
         let record = RunRecord {
             run_id: run_id.to_owned(),
             started: crate::system::timestamp(),
             manifest: manifest.to_path_buf(),
         };
-        self.dir.create(&record, self.fresh)?;
+        let claim = if self.fresh {
+            Claim::New
+        } else if self.named {
+            Claim::Named
+        } else {
+            Claim::Resumed
+        };
+        self.dir.create(&record, claim)?;
         if !quiet {
             println!(
                 "fe-host run: writing into {} ({} links to it);",
@@ -99,6 +111,7 @@ pub fn choose(
     Ok(Some(Chosen {
         dir,
         fresh: requested.is_none(),
+        named: from_env.is_some(),
         previous: run_dir::latest(&root)?,
         new_dirs: root
             .ancestors()
