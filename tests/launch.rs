@@ -348,7 +348,45 @@ fn torchrun_max_restarts_with_resume_auto_ends_with_the_uninterrupted_weights() 
 
 #[test]
 fn sigterm_to_the_launcher_reaches_every_rank_which_checkpoint_and_stop_resumable() {
-    let dir = TempDir::new("nproc-sigterm");
+    preempt_launched_ranks("nproc-sigterm", false);
+}
+
+#[test]
+fn sigterm_to_the_launcher_and_its_ranks_at_once_is_one_request_not_two() {
+    // What a scheduler that signals every process of a job does: each rank hears it directly
+    // and forwarded by the launcher, and must still checkpoint rather than stop at once.
+    preempt_launched_ranks("nproc-sigterm-all", true);
+}
+
+/// The processes whose parent is `parent`.
+fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            entry
+                .ok()?
+                .file_name()
+                .to_str()?
+                .parse::<libc::pid_t>()
+                .ok()
+        })
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    // The fields after the parenthesised command: state, then the parent.
+                    let after = stat.rsplit_once(')')?.1.to_owned();
+                    after.split_whitespace().nth(1)?.parse::<libc::pid_t>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// SIGTERM to a `--nproc 2` launcher mid-run (and with `also_ranks`, to its ranks too): every
+/// rank checkpoints and stops with 75, and the run resumes.
+fn preempt_launched_ranks(name: &str, also_ranks: bool) {
+    let dir = TempDir::new(name);
     // Long enough that the signal always arrives mid-run.
     let text = two_rank_manifest("").replace("epochs = 3", "epochs = 30");
     let path = run_dir(&dir, "run", &text);
@@ -391,8 +429,18 @@ fn sigterm_to_the_launcher_reaches_every_rank_which_checkpoint_and_stop_resumabl
             break;
         }
     }
-    // SAFETY: kill(2) on the child this test started.
+    let ranks = if also_ranks {
+        children_of(pid)
+    } else {
+        Vec::new()
+    };
+    assert_eq!(ranks.len(), usize::from(also_ranks) * 2, "{ranks:?}");
+    // SAFETY: kill(2) on the child this test started and on its children.
     unsafe { libc::kill(pid, libc::SIGTERM) };
+    for rank in ranks {
+        // SAFETY: as above.
+        unsafe { libc::kill(rank, libc::SIGTERM) };
+    }
     seen.extend(lines.map(Result::unwrap));
     let status = launcher.wait().unwrap();
     finished.store(true, std::sync::atomic::Ordering::SeqCst);

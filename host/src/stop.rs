@@ -81,7 +81,37 @@ impl Signal {
     }
 }
 
-extern "C" fn on_signal(signal: libc::c_int) {
+/// Set in a data-parallel rank, whose parent (`run --nproc`, torchrun's agent) forwards the
+/// signals it gets: see [`parent_forwards_signals`].
+static PARENT_FORWARDS: AtomicBool = AtomicBool::new(false);
+
+/// Signals received while training, from the parent and from anyone else (a user's `kill`, a
+/// terminal, a scheduler): one request can reach a rank along both.
+static FROM_PARENT: AtomicU32 = AtomicU32::new(0);
+static FROM_OTHERS: AtomicU32 = AtomicU32::new(0);
+
+/// Tells the handler that this process's parent forwards the signals it receives (a launcher
+/// of data-parallel ranks does). A scheduler that signals every process of a job (SLURM's
+/// `--signal`, `scancel`) then reaches each rank twice with one request: directly and
+/// forwarded. The copy that arrives along the other path is the same request, not a second
+/// one; a second request along the same path (a second Ctrl-C at the launcher, a second
+/// `kill` of the rank) still stops at once.
+pub fn parent_forwards_signals() {
+    PARENT_FORWARDS.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let forwarding = PARENT_FORWARDS.load(Ordering::SeqCst);
+    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler; getppid(2) is
+    // async-signal-safe.
+    let from_parent =
+        forwarding && !info.is_null() && unsafe { (*info).si_pid() == libc::getppid() };
+    let path = if from_parent {
+        &FROM_PARENT
+    } else {
+        &FROM_OTHERS
+    };
+    let before_on_path = path.fetch_add(1, Ordering::SeqCst);
     let before = RECEIVED.fetch_add(1 << 8, Ordering::SeqCst);
     if !TRAINING.load(Ordering::SeqCst) {
         let note = b"\nfe-host: stopped at once, before training started\n";
@@ -98,6 +128,10 @@ extern "C" fn on_signal(signal: libc::c_int) {
         unsafe {
             libc::write(2, note.as_ptr().cast(), note.len());
         }
+        return;
+    }
+    if forwarding && before_on_path == 0 {
+        // The first request again, along the other path.
         return;
     }
     let note = b"\nfe-host: stopped at once; the last complete checkpoint is kept\n";
@@ -126,9 +160,12 @@ fn set_handler() {
     // SAFETY: the handler only touches atomics and calls async-signal-safe functions.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_sigaction = on_signal
+            as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+            as libc::sighandler_t;
         // SA_RESTART: a signal must not make a file write or a read of the data fail.
-        action.sa_flags = libc::SA_RESTART;
+        // SA_SIGINFO: the handler learns who sent it.
+        action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
         libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());

@@ -16,6 +16,9 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     crate::stop::install_for_setup();
     let mut manifest = load_manifest(&args.manifest, &args.overrides, args.epochs)?;
     let membership = data_parallel_membership(args.smoke)?;
+    if membership.is_some() {
+        crate::stop::parent_forwards_signals();
+    }
     // Ranks other than 0 train in step with rank 0 and say nothing: rank 0 speaks for the run.
     let speaks = membership.as_ref().is_none_or(|m| m.rank == 0);
     let quiet = args.quiet || !speaks;
