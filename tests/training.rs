@@ -411,3 +411,29 @@ fn transform_in_train_mode_refuses_a_network_that_updates_a_model() {
     names.sort();
     assert_eq!(names, ["ce", "y_pred"]);
 }
+
+#[test]
+fn an_output_that_cannot_be_written_is_named_as_asked_not_by_its_temporary() {
+    let dir = TempDir::new("predict-unwritable");
+    let manifest = dir.write("m.toml", &lenet_manifest(1, ""));
+    let [_, _, eval_x, _] = crate::util::digits();
+    let out_file = dir.path().join("missing/out.csv");
+    let out = fe_host()
+        .args([
+            "predict",
+            &manifest.to_string_lossy(),
+            "--random-weights",
+            "--input",
+            &format!("x={}", eval_x.display()),
+            "--limit",
+            "4",
+            "--out",
+            &out_file.to_string_lossy(),
+        ])
+        .output()
+        .expect("predict");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert_contains!(stderr, &*out_file.to_string_lossy());
+    assert!(!stderr.contains(".partial"), "{stderr}");
+}

@@ -65,7 +65,8 @@ pub fn write(
     let shapes = sample_shapes(manifest, registry);
     let partial = out.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+    // Errors name the directory asked for: the temporary beside it is ours, not the user's.
+    std::fs::create_dir_all(&partial).map_err(|e| Error::io(out, e))?;
     let context = Context {
         manifest,
         registry,
