@@ -114,7 +114,8 @@ extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
     let before_on_path = path.fetch_add(1, Ordering::SeqCst);
     let before = RECEIVED.fetch_add(1 << 8, Ordering::SeqCst);
     if !TRAINING.load(Ordering::SeqCst) {
-        let note = b"\nfe-host: stopped at once, before training started\n";
+        // No leading newline: nothing (no progress bar) is mid-line before training.
+        let note = b"fe-host: stopped at once, before training started\n";
         // SAFETY: write(2) and _exit(2) are async-signal-safe.
         unsafe {
             libc::write(2, note.as_ptr().cast(), note.len());
