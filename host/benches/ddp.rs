@@ -94,11 +94,22 @@ impl Setup {
     }
 
     /// Global samples per second of training steps alone: runs of `short` and `long` steps,
-    /// and the difference.
-    fn samples_per_second(self, dir: &Path, short: usize, long: usize) -> Result<f64, String> {
+    /// and the difference. `None` when the long run was not clearly the longer (a stall of
+    /// the machine during the short one): that round says nothing about training speed.
+    fn samples_per_second(
+        self,
+        dir: &Path,
+        short: usize,
+        long: usize,
+    ) -> Result<Option<f64>, String> {
         let a = self.seconds(dir, short)?;
         let b = self.seconds(dir, long)?;
-        Ok(((long - short) * BATCH) as f64 / (b - a).max(1e-9))
+        // The long run trains 4x the short run's steps more: under a tenth of the short run's
+        // time for them is a measurement gone wrong, not a speed.
+        if b - a < a / 10.0 {
+            return Ok(None);
+        }
+        Ok(Some(((long - short) * BATCH) as f64 / (b - a)))
     }
 }
 
@@ -145,6 +156,13 @@ fn main() {
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
     let mut failed: Vec<Option<String>> = vec![None; setups.len()];
     let (mut over_ddp, mut over_threads) = (Vec::new(), Vec::new());
+    // One untimed run of each first: the first start of a setup reads libtorch and python
+    // from disk, which made a first round's short run as slow as its long one.
+    for (i, setup) in setups.iter().enumerate() {
+        if let Err(why) = setup.seconds(&dir, short) {
+            failed[i] = Some(why);
+        }
+    }
     for round in 0..rounds {
         // A different order each round, so drifts in machine speed hit every setup alike.
         let mut order: Vec<usize> = (0..setups.len()).collect();
@@ -155,10 +173,11 @@ fn main() {
                 continue;
             }
             match setups[i].samples_per_second(&dir, short, long) {
-                Ok(rate) => {
+                Ok(Some(rate)) => {
                     rates[i].push(rate);
                     this_round[i] = Some(rate);
                 }
+                Ok(None) => {}
                 Err(why) => failed[i] = Some(why),
             }
         }
@@ -190,9 +209,9 @@ fn main() {
     } else {
         println!(
             "a/b = {:.3} (target >= 1.3), a/c = {:.3} (target >= 0.9): medians of {} paired rounds",
-            median(over_ddp),
+            median(over_ddp.clone()),
             median(over_threads),
-            rates[0].len()
+            over_ddp.len()
         );
     }
     if !rates[1].is_empty() && !rates[2].is_empty() {
