@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod plugins;
 pub mod predict;
 pub mod render;
+pub mod replace;
 pub mod report;
 pub mod rng;
 pub mod run_dir;

@@ -304,13 +304,12 @@ fn point_latest(root: &Path, version: u32) -> Result<()> {
     let link = root.join(LATEST);
     let temp = root.join(format!(".{LATEST}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&temp);
-    #[cfg(unix)]
-    std::os::unix::fs::symlink(version_name(version), &temp).map_err(|e| Error::io(&temp, e))?;
-    #[cfg(not(unix))]
-    std::fs::write(&temp, version_name(version)).map_err(|e| Error::io(&temp, e))?;
-    std::fs::rename(&temp, &link).map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        Error::io(&link, e)
+    crate::replace::through_temp(&link, &temp, |temp| {
+        #[cfg(unix)]
+        let made = std::os::unix::fs::symlink(version_name(version), temp);
+        #[cfg(not(unix))]
+        let made = std::fs::write(temp, version_name(version));
+        made.map_err(|e| Error::io(temp, e))
     })
 }
 

@@ -222,13 +222,9 @@ fn write_renamed(
 pub fn set_latest(root: &Path, name: &str) -> Result<()> {
     let temp = root.join(format!("{LATEST}.tmp-{}", std::process::id()));
     let latest = root.join(LATEST);
-    let renamed = write_synced(&temp, format!("{name}\n").as_bytes())
-        .and_then(|()| std::fs::rename(&temp, &latest).map_err(io(&latest)));
-    if renamed.is_err() {
-        // As in `write`: a live process removes what its failed write left.
-        let _ = std::fs::remove_file(&temp);
-    }
-    renamed?;
+    crate::replace::through_temp(&latest, &temp, |temp| {
+        write_synced(temp, format!("{name}\n").as_bytes())
+    })?;
     sync_dir(root)
 }
 

@@ -24,14 +24,9 @@ pub fn save_model(model: &ModelSlot, path: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
     let temp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let written = crate::system::tensors::write(&temp, &variables)
-        .and_then(|()| std::fs::rename(&temp, path).map_err(|e| Error::io(path, e)));
-    if written.is_err() {
-        // A failed write (a full disk, say) is not a crash: this process is alive to remove
-        // its temporary, which a new run, going to a new version, would never see.
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
+    crate::replace::through_temp(path, &temp, |temp| {
+        crate::system::tensors::write(temp, &variables)
+    })
 }
 
 /// Removes what a save killed mid-write left in `dir`: files named `<name>.tmp-<pid>` (see

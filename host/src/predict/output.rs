@@ -85,13 +85,9 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     // Written next to the target and renamed, so a failure leaves no partial file behind.
     let tmp = path.with_extension("partial");
     // Errors name the file asked for: the temporary beside it is ours, not the user's.
-    let written = std::fs::write(&tmp, bytes)
-        .map_err(|e| Error::io(path, e))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    crate::replace::through_temp(path, &tmp, |tmp| {
+        std::fs::write(tmp, bytes).map_err(|e| Error::io(path, e))
+    })
 }
 
 /// Per-sample values of a joined column as (rows, values per row).

@@ -39,15 +39,9 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
-    let written = std::fs::write(&tmp, bytes)
-        .map_err(|e| Error::io(&tmp, e))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
-    if written.is_err() {
-        // A failed write leaves nothing behind: the next write would reuse the name, but a
-        // run that ends here never gets to.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    crate::replace::through_temp(path, &tmp, |tmp| {
+        std::fs::write(tmp, bytes).map_err(|e| Error::io(tmp, e))
+    })
 }
 
 /// Logged scalars: `{mode: {key: {step: value}}}`, as in [`Summary`](crate::system::Summary).
