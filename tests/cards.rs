@@ -284,3 +284,59 @@ fn overrides_of_a_run_reach_its_export_and_predictions_from_its_checkpoint() {
     let (from_checkpoint_card, _) = predict(&["from-ckpt"], "ckpt-card.csv");
     assert_text_eq!(from_checkpoint_card, expected);
 }
+
+/// A 2x2 24-bit BMP: a real image file that an image folder lists.
+fn bmp() -> Vec<u8> {
+    let pixels: [u8; 16] = [0, 0, 255, 0, 255, 0, 0, 0, 255, 0, 0, 0, 9, 9, 9, 0];
+    let mut file = Vec::new();
+    file.extend(b"BM");
+    file.extend((54 + pixels.len() as u32).to_le_bytes());
+    file.extend([0; 4]);
+    file.extend(54u32.to_le_bytes());
+    file.extend(40u32.to_le_bytes());
+    file.extend(2i32.to_le_bytes());
+    file.extend(2i32.to_le_bytes());
+    file.extend(1u16.to_le_bytes());
+    file.extend(24u16.to_le_bytes());
+    file.extend([0; 24]);
+    file.extend(pixels);
+    file
+}
+
+#[test]
+fn an_image_folder_given_to_a_model_trained_on_idx_is_refused_in_the_models_terms() {
+    let dir = exported("card-image-folder");
+    for class in ["cat", "dog"] {
+        let class_dir = dir.path().join("pictures").join(class);
+        std::fs::create_dir_all(&class_dir).unwrap();
+        std::fs::write(class_dir.join("one.bmp"), bmp()).unwrap();
+    }
+    let run = fe_host_in(
+        dir.path(),
+        &[
+            "predict",
+            "export/lenet.json",
+            "--input",
+            "pictures",
+            "--out",
+            "p.csv",
+        ],
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    // The pipeline trained on IDX hands the model the files' paths: the note says why, the
+    // error what LeNet takes, instead of libtorch's "expected input[1, 2, 1, 15] to have 1
+    // channels" from inside a convolution.
+    assert_contains!(
+        run.stderr,
+        "note: --input is an image folder (`x`: file paths, `y`: class indices), but the manifest trained on idx data"
+    );
+    assert_contains!(
+        run.stderr,
+        "LeNet (input_shape = [1, 28, 28]) takes images shaped [batch, 1, 28, 28]; got a batch shaped"
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert!(
+        !dir.path().join("p.csv").exists(),
+        "p.csv written by a failed predict"
+    );
+}

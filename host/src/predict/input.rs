@@ -78,8 +78,39 @@ pub fn parse_spec(spec: &str) -> (Option<String>, PathBuf) {
     (None, PathBuf::from(spec))
 }
 
-/// Opens the data `specs` name. Single-array files without a key feed `default_key`.
-pub fn open(manifest: &Manifest, specs: &[String], default_key: &str) -> Result<Arc<dyn Source>> {
+/// A note when `--input` is of a format none of the manifest's datasets has: the pipeline
+/// then prepares it as it prepared other data (an image folder's `x` is file paths, which a
+/// pipeline without ReadImage hands the model as they are), and the failure that follows is
+/// easier to read knowing it.
+pub fn unlike_training(manifest: &Manifest, format: Format) -> Option<String> {
+    let trained: std::collections::BTreeSet<&str> = manifest
+        .pipeline
+        .data
+        .iter()
+        .flat_map(|entry| entry.datasets.variants())
+        .map(|(config, _)| config.kind.as_str())
+        .collect();
+    if trained.is_empty() || trained.contains(format.kind()) {
+        return None;
+    }
+    let what = if format == Format::ImageFolder {
+        "an image folder (`x`: file paths, `y`: class indices)".to_owned()
+    } else {
+        format!("{} data", format.kind())
+    };
+    Some(format!(
+        "--input is {what}, but the manifest trained on {} data; its pipeline prepares the input as it prepared that",
+        trained.into_iter().collect::<Vec<_>>().join(", ")
+    ))
+}
+
+/// Opens the data `specs` name, and says its format. Single-array files without a key feed
+/// `default_key`.
+pub fn open(
+    manifest: &Manifest,
+    specs: &[String],
+    default_key: &str,
+) -> Result<(Arc<dyn Source>, Format)> {
     let mut single = std::collections::BTreeMap::new();
     let mut format_seen = None;
     let mut whole = None;
@@ -112,11 +143,11 @@ pub fn open(manifest: &Manifest, specs: &[String], default_key: &str) -> Result<
             )));
         }
     }
-    match (format_seen, whole) {
-        (Some(Format::Idx), _) => Ok(Arc::new(IdxSource::open(
+    let source: Arc<dyn Source> = match (format_seen, whole) {
+        (Some(Format::Idx), _) => Arc::new(IdxSource::open(
             &IdxConfig { files: single },
             Path::new("."),
-        )?)),
+        )?),
         (Some(Format::Npy), _) => {
             let mut table = toml::Table::new();
             let files: toml::Table = single
@@ -124,7 +155,7 @@ pub fn open(manifest: &Manifest, specs: &[String], default_key: &str) -> Result<
                 .map(|(k, p)| (k, toml::Value::String(p.to_string_lossy().into_owned())))
                 .collect();
             table.insert("files".into(), toml::Value::Table(files));
-            open_kind("npy", table, specs)
+            open_kind("npy", table, specs)?
         }
         (Some(format), Some((_, path))) => {
             let mut table = borrowed_settings(manifest, format.kind());
@@ -137,10 +168,11 @@ pub fn open(manifest: &Manifest, specs: &[String], default_key: &str) -> Result<
                 field.into(),
                 toml::Value::String(path.to_string_lossy().into_owned()),
             );
-            open_kind(format.kind(), table, specs)
+            open_kind(format.kind(), table, specs)?
         }
-        _ => Err(Error::Usage("--input names no data".into())),
-    }
+        _ => return Err(Error::Usage("--input names no data".into())),
+    };
+    Ok((source, format_seen.unwrap_or(Format::Idx)))
 }
 
 fn open_kind(kind: &str, table: toml::Table, specs: &[String]) -> Result<Arc<dyn Source>> {

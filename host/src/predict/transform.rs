@@ -104,8 +104,11 @@ pub fn collect(
         Pipeline::build(&without_data, registry, &mut keys)?
     };
     if !request.inputs.is_empty() {
-        let source =
+        let (source, format) =
             crate::predict::input::open(manifest, &request.inputs, &default_input_key(manifest))?;
+        if let Some(note) = crate::predict::input::unlike_training(manifest, format) {
+            eprintln!("note: {note}");
+        }
         let ids = keys.intern_all(source.keys());
         pipeline.datasets.retain(|d| d.mode != request.mode);
         pipeline.datasets.push(Dataset {

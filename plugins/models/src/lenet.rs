@@ -4,6 +4,8 @@ use fe_plugin_api::tch::{nn, nn::Module, Tensor};
 use fe_plugin_api::{Error, Result};
 use serde::Deserialize;
 
+use crate::input::{Images, Sides};
+
 /// Layers whose outputs `forward_with_layers` can return.
 pub(crate) const LAYERS: [&str; 4] = ["conv1", "conv2", "conv3", "fc1"];
 
@@ -38,6 +40,7 @@ pub struct LeNet {
     fc1: nn::Linear,
     fc2: nn::Linear,
     softmax: bool,
+    input: Images,
 }
 
 const KERNEL: i64 = 3;
@@ -69,6 +72,12 @@ impl LeNet {
             fc1: nn::linear(&root / "fc1", flat_h * flat_w * 64, 64, Default::default()),
             fc2: nn::linear(&root / "fc2", 64, config.classes, Default::default()),
             softmax: config.softmax,
+            input: Images {
+                model: "LeNet",
+                field: format!("input_shape = {:?}", config.input_shape),
+                channels,
+                sides: Sides::Exactly(height, width),
+            },
             vs,
         };
         Ok(net)
@@ -76,6 +85,7 @@ impl LeNet {
 
     /// Runs the network, calling `tap(layer, output)` after each named layer.
     pub(crate) fn run(&self, x: &Tensor, tap: &mut dyn FnMut(&str, &Tensor)) -> Result<Tensor> {
+        self.input.check(x)?;
         let x = self.conv1.forward(x).f_relu()?.f_max_pool2d(
             [POOL, POOL],
             [POOL, POOL],

@@ -8,6 +8,7 @@ use fe_plugin_api::{
     Result,
 };
 
+mod input;
 mod layers;
 mod lenet;
 mod lstm;

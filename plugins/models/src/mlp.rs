@@ -34,6 +34,7 @@ pub struct Mlp {
     pub(crate) vs: nn::VarStore,
     layers: Vec<nn::Linear>,
     softmax: bool,
+    inputs: i64,
 }
 
 impl Mlp {
@@ -67,10 +68,12 @@ impl Mlp {
             vs,
             layers,
             softmax: config.softmax,
+            inputs: config.inputs,
         })
     }
 
     pub(crate) fn run(&self, x: &Tensor) -> Result<Tensor> {
+        crate::input::features("MLP", x, self.inputs)?;
         let mut x = x.f_flatten(1, -1)?;
         let last = self.layers.len() - 1;
         for (i, layer) in self.layers.iter().enumerate() {

@@ -5,6 +5,8 @@ use fe_plugin_api::tch::{nn, Tensor};
 use fe_plugin_api::{Error, Result};
 use serde::Deserialize;
 
+use crate::input::{Images, Sides};
+
 use crate::layers::{BatchNorm, Conv2d, ConvSpec, Linear};
 
 /// ResNet's configuration.
@@ -43,6 +45,15 @@ pub enum Depth {
 }
 
 impl Depth {
+    /// The architecture's name in a manifest.
+    fn name(self) -> &'static str {
+        match self {
+            Depth::D18 => "ResNet18",
+            Depth::D34 => "ResNet34",
+            Depth::D50 => "ResNet50",
+        }
+    }
+
     fn blocks(self) -> [usize; 4] {
         match self {
             Depth::D18 => [2, 2, 2, 2],
@@ -128,6 +139,7 @@ pub struct ResNet {
     bn1: BatchNorm,
     layers: Vec<Vec<Block>>,
     fc: Linear,
+    input: Images,
 }
 
 /// Names accepted as intermediate layers.
@@ -184,6 +196,12 @@ impl ResNet {
             bn1,
             layers,
             fc,
+            input: Images {
+                model: depth.name(),
+                field: format!("in_channels = {}", config.in_channels),
+                channels: config.in_channels,
+                sides: Sides::Any,
+            },
         })
     }
 
@@ -194,6 +212,7 @@ impl ResNet {
         train: bool,
         tap: &mut dyn FnMut(&str, &Tensor),
     ) -> Result<Tensor> {
+        self.input.check(x)?;
         let x = self.bn1.forward(&self.conv1.forward(x)?, train)?.f_relu()?;
         let mut x = x.f_max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false)?;
         for (name, blocks) in LAYERS.iter().zip(&mut self.layers) {

@@ -5,6 +5,8 @@ use fe_plugin_api::tch::{nn, Tensor};
 use fe_plugin_api::{Error, Result};
 use serde::Deserialize;
 
+use crate::input::{Images, Sides};
+
 use crate::layers::{leaky_relu, BatchNorm, Conv2d, ConvSpec, Linear};
 
 /// ResNet9's configuration.
@@ -87,6 +89,7 @@ pub struct ResNet9 {
     stages: Vec<Stage>,
     fc1: Linear,
     softmax: bool,
+    input: Images,
 }
 
 impl ResNet9 {
@@ -125,10 +128,17 @@ impl ResNet9 {
             stages,
             fc1,
             softmax: config.softmax,
+            input: Images {
+                model: "ResNet9",
+                field: format!("input_shape = {:?}", config.input_shape),
+                channels,
+                sides: Sides::Any,
+            },
         })
     }
 
     pub(crate) fn run(&mut self, x: &Tensor, train: bool) -> Result<Tensor> {
+        self.input.check(x)?;
         let mut x = x.shallow_clone();
         for (i, stage) in self.stages.iter_mut().enumerate() {
             x = stage.forward(&x, train, i > 0)?;

@@ -5,6 +5,8 @@ use fe_plugin_api::tch::{nn, Tensor};
 use fe_plugin_api::{Error, Result};
 use serde::Deserialize;
 
+use crate::input::{Images, Sides};
+
 use crate::layers::{Conv2d, ConvSpec};
 
 /// UNet's configuration.
@@ -108,6 +110,7 @@ pub struct UNet {
     bottle_neck: Sequence,
     decoders: Vec<Sequence>,
     head: Sequence,
+    input: Images,
 }
 
 impl UNet {
@@ -156,10 +159,17 @@ impl UNet {
             bottle_neck,
             decoders,
             head,
+            input: Images {
+                model: "UNet",
+                field: format!("input_shape = {:?}", config.input_shape),
+                channels,
+                sides: Sides::MultipleOf(16),
+            },
         })
     }
 
     pub(crate) fn run(&self, x: &Tensor) -> Result<Tensor> {
+        self.input.check(x)?;
         let mut skips = Vec::with_capacity(self.encoders.len());
         let mut x = x.shallow_clone();
         for encoder in &self.encoders {

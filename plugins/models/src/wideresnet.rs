@@ -5,6 +5,8 @@ use fe_plugin_api::tch::{nn, Tensor};
 use fe_plugin_api::{Error, Result};
 use serde::Deserialize;
 
+use crate::input::{Images, Sides};
+
 use crate::layers::{BatchNorm, Conv2d, ConvSpec, Linear};
 
 /// WideResNet's configuration.
@@ -87,6 +89,7 @@ pub struct WideResNet {
     groups: Vec<Vec<Block>>,
     bn1: BatchNorm,
     fc: Linear,
+    input: Images,
 }
 
 impl WideResNet {
@@ -136,10 +139,17 @@ impl WideResNet {
             conv1,
             groups,
             vs,
+            input: Images {
+                model: "WideResNet",
+                field: format!("in_channels = {}", config.in_channels),
+                channels: config.in_channels,
+                sides: Sides::Any,
+            },
         })
     }
 
     pub(crate) fn run(&mut self, x: &Tensor, train: bool) -> Result<Tensor> {
+        self.input.check(x)?;
         let mut x = self.conv1.forward(x)?;
         for group in &mut self.groups {
             for block in group {
