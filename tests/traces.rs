@@ -186,6 +186,74 @@ fn csv_and_jsonl_loggers_write_a_row_per_epoch_and_mode() {
 }
 
 #[test]
+fn jsonl_instance_rows_hold_each_samples_whole_value_and_name_keys_no_batch_has() {
+    let dir = TempDir::new("jsonl-instances");
+    let jsonl = dir.path().join("instances.jsonl");
+    let logger = |id: &str, keys: &str| {
+        format!(
+            "\n[[traces]]\ntrace = \"JSONLLogger\"\nfilename = \"{}\"\nmode = \"eval\"\ninstance_id_key = \"{id}\"\ninstance_keys = {keys}\n",
+            jsonl.display()
+        )
+    };
+    let manifest = |traces: &str| {
+        lenet_manifest(1, traces).replace(
+            "[run]\n",
+            "[run]\ntrain_steps_per_epoch = 2\neval_steps_per_epoch = 1\n",
+        )
+    };
+    let path = dir.write(
+        "m.toml",
+        &manifest(&logger("y", r#"["y", "y_pred", "ce"]"#)),
+    );
+    let out = run(&["run", &path.to_string_lossy(), "-q"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // `ce` is the batch's mean, not a value per sample: said once, and left out.
+    assert_eq!(
+        out.stderr
+            .matches("`ce` is shaped [] in a batch of 32")
+            .count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.contains("\"instance\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 32, "one row per sample of the one eval batch");
+    for row in &rows {
+        let values = &row["instance"]["values"];
+        assert_eq!(values["y"], row["instance"]["id"]);
+        assert!(values.get("ce").is_none(), "{row}");
+        // Every class score of the sample, not its first (LeNet ends with a softmax).
+        let scores = values["y_pred"].as_array().expect("an array per sample");
+        assert_eq!(scores.len(), 10, "{row}");
+        let total: f64 = scores.iter().map(|v| v.as_f64().unwrap()).sum();
+        assert!((total - 1.0).abs() < 1e-5, "{total}");
+    }
+
+    for (traces, wanted) in [
+        (
+            logger("idx", r#"["y_pred"]"#),
+            "names `idx` as the key of each sample (instance_id_key), but no batch of the modes it runs in has it",
+        ),
+        (
+            logger("y", r#"["y_pred", "nosuchkey"]"#),
+            "logs `nosuchkey` per sample (instance_keys), but eval (epoch 1) has no such key (available: x, y, y_pred, ce)",
+        ),
+    ] {
+        std::fs::remove_file(&jsonl).ok();
+        let path = dir.write("m.toml", &manifest(&traces));
+        let out = run(&["run", &path.to_string_lossy(), "-q"]);
+        assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+        assert_contains!(out.stderr, wanted);
+        assert!(!jsonl.exists(), "a refused run wrote its log");
+    }
+}
+
+#[test]
 fn render_builds_loggers_without_touching_their_files() {
     let dir = TempDir::new("render-loggers");
     let csv = dir.write("old.csv", "mode,epoch,step,ce\neval,1,10,0.5\n");

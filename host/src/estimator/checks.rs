@@ -13,12 +13,21 @@ use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::network::KeyId;
 
+fn per_sample_keys(trace: &TraceSlot) -> Option<(KeyId, Vec<KeyId>)> {
+    match &trace.kind {
+        traces::TraceKind::Host(host) => host.per_sample_keys(),
+        traces::TraceKind::Plugin(_) => None,
+    }
+}
+
 impl Estimator {
     /// Every op, post-processing op and trace input must be provided, and every model an
     /// `UpdateOp` trains must have an optimizer, in every signature epoch, mode and dataset.
     pub(super) fn check_keys(&self, manifest: &Manifest) -> Result<()> {
         let fail =
             |message: String| Error::Manifest(format!("{}: {message}", manifest.file.display()));
+        // Per trace with per-sample keys: whether some mode it runs in has the sample id.
+        let mut id_seen = vec![false; self.traces.len()];
         for &epoch in &self.signature_epochs {
             for mode in Mode::ALL {
                 for ds_id in self.pipeline.ds_ids(mode, epoch) {
@@ -61,7 +70,49 @@ impl Estimator {
                     provided.extend(plan.produced.iter().copied());
                     self.check_trace_inputs(mode, epoch, &ds_id, &provided)
                         .map_err(fail)?;
+                    self.check_per_sample_keys(mode, epoch, &ds_id, &provided, &mut id_seen)
+                        .map_err(fail)?;
                 }
+            }
+        }
+        for (trace, seen) in self.traces.iter().zip(id_seen) {
+            if let (false, Some((id, _))) = (seen, per_sample_keys(trace)) {
+                return Err(fail(format!(
+                    "{} names `{}` as the key of each sample (instance_id_key), but no batch of the modes it runs in has it",
+                    trace.label,
+                    self.keys.name(id)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a trace's sample id is in the batch, the keys it logs per sample must be too
+    /// (else its per-instance rows would silently lack them).
+    fn check_per_sample_keys(
+        &self,
+        mode: Mode,
+        epoch: u32,
+        ds_id: &str,
+        provided: &BTreeSet<KeyId>,
+        id_seen: &mut [bool],
+    ) -> std::result::Result<(), String> {
+        for (trace, seen) in self.traces.iter().zip(id_seen.iter_mut()) {
+            let Some((id, keys)) = per_sample_keys(trace) else {
+                continue;
+            };
+            if !trace.active(mode, epoch, Some(ds_id)) || !provided.contains(&id) {
+                continue;
+            }
+            *seen = true;
+            if let Some(&missing) = keys.iter().find(|k| !provided.contains(k)) {
+                return Err(format!(
+                    "{} logs `{}` per sample (instance_keys), but {} has no such key (available: {})",
+                    trace.label,
+                    self.keys.name(missing),
+                    describe_context(mode, epoch, ds_id),
+                    self.keys.names(provided.iter().copied()).join(", ")
+                ));
             }
         }
         Ok(())

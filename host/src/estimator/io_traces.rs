@@ -11,7 +11,9 @@ use super::data::Data;
 use super::traces::{Cx, HostTrace};
 use crate::error::Result;
 use crate::network::{Batch, KeyId};
-use crate::report::{CsvLogger, EpochRow, EventWriter, InstanceId, InstanceRow, JsonlLogger};
+use crate::report::{
+    CsvLogger, EpochRow, EventWriter, InstanceId, InstanceRow, JsonlLogger, SampleValue,
+};
 
 /// The scalars of `data` worth a log row: every logged number, or only `monitor` keys.
 fn scalars(data: &Data, monitor: &Option<Vec<String>>) -> BTreeMap<String, f64> {
@@ -86,6 +88,8 @@ pub struct EpochLogger {
     monitor: Option<Vec<String>>,
     /// `(id key, [(value key, name)])`.
     instances: Option<(KeyId, Vec<(KeyId, String)>)>,
+    /// Instance keys already warned about for not holding a value per sample.
+    not_per_sample: std::collections::BTreeSet<String>,
     /// A row at every step that logged something, not only one per epoch (the run log, so
     /// that `fe-host logs` re-plots the curves the run's own plot has).
     every_step: bool,
@@ -104,6 +108,7 @@ impl EpochLogger {
             logged: BTreeMap::new(),
             monitor,
             instances,
+            not_per_sample: Default::default(),
             every_step: false,
         }
     }
@@ -117,39 +122,81 @@ impl EpochLogger {
         }
     }
 
-    fn instance_rows(&self, cx: &Cx<'_>, batch: &Batch) -> Result<Vec<InstanceRow>> {
+    fn instance_rows(&mut self, cx: &Cx<'_>, batch: &Batch) -> Result<Vec<InstanceRow>> {
         let Some((id_key, keys)) = &self.instances else {
             return Ok(Vec::new());
         };
+        // A mode without the id writes no rows; the estimator checked at start that some mode
+        // the logger runs in has it, and that every mode with it has the keys too.
         let Some(ids) = batch.get(*id_key) else {
             return Ok(Vec::new());
         };
         let n = batch.size.max(0) as usize;
-        let read = |t: &Tensor| -> Vec<f64> {
-            t.f_to_kind(tch::Kind::Double)
-                .and_then(|t| t.f_reshape([t.size().first().copied().unwrap_or(0), -1]))
-                .and_then(|t| t.f_select(1, 0))
-                .ok()
-                .and_then(|t| Vec::<f64>::try_from(&t).ok())
-                .unwrap_or_default()
+        let Some((_, ids)) = per_sample(ids, n).filter(|(shape, _)| shape.is_empty()) else {
+            return Err(crate::error::Error::Run(format!(
+                "JSONLLogger: the instance_id_key `{}` is shaped {:?}, not one id per sample of a batch of {n}",
+                cx.network.keys.name(*id_key),
+                ids.size()
+            )));
         };
-        let id_values = read(ids);
-        let columns: Vec<(String, Vec<f64>)> = keys
-            .iter()
-            .filter_map(|(key, name)| batch.get(*key).map(|t| (name.clone(), read(t))))
-            .filter(|(_, values)| values.len() == n)
-            .collect();
+        let mut columns = Vec::new();
+        for (key, name) in keys {
+            let Some(tensor) = batch.get(*key) else {
+                continue;
+            };
+            match per_sample(tensor, n) {
+                Some(column) => columns.push((name.clone(), column)),
+                None => {
+                    if self.not_per_sample.insert(name.clone()) {
+                        eprintln!(
+                            "warning: JSONLLogger: `{name}` is shaped {:?} in a batch of {n}, not a value per sample; it is left out of the per-instance rows",
+                            tensor.size()
+                        );
+                    }
+                }
+            }
+        }
         let base = epoch_row(cx, BTreeMap::new());
-        Ok((0..n.min(id_values.len()))
-            .map(|i| InstanceRow {
+        Ok(ids
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| InstanceRow {
                 mode: base.mode.clone(),
                 epoch: base.epoch,
                 step: base.step,
-                id: InstanceId::Int(id_values[i] as i64),
-                values: columns.iter().map(|(k, v)| (k.clone(), v[i])).collect(),
+                id: InstanceId::Int(id as i64),
+                values: columns
+                    .iter()
+                    .map(|(name, (shape, numbers))| {
+                        let size = shape.iter().product::<usize>();
+                        let value = SampleValue {
+                            shape: shape.clone(),
+                            numbers: numbers[i * size..(i + 1) * size].to_vec(),
+                        };
+                        (name.clone(), value)
+                    })
+                    .collect(),
             })
             .collect())
     }
+}
+
+/// The values of each of a batch's `n` samples in `tensor` (`[n, ...]`): the shape of one
+/// sample's value, and all of them row-major; `None` for a tensor that is not one value (or
+/// array) per sample, such as a batch-mean loss.
+fn per_sample(tensor: &Tensor, n: usize) -> Option<(Vec<usize>, Vec<f64>)> {
+    let size = tensor.size();
+    let (&rows, rest) = size.split_first()?;
+    if rows != n as i64 {
+        return None;
+    }
+    let shape = rest.iter().map(|&d| d as usize).collect();
+    let numbers = tensor
+        .f_to_kind(tch::Kind::Double)
+        .and_then(|t| t.f_reshape([-1]))
+        .ok()
+        .and_then(|t| Vec::<f64>::try_from(&t).ok())?;
+    Some((shape, numbers))
 }
 
 impl HostTrace for EpochLogger {
@@ -164,6 +211,12 @@ impl HostTrace for EpochLogger {
                 .collect(),
             None => Vec::new(),
         }
+    }
+
+    fn per_sample_keys(&self) -> Option<(KeyId, Vec<KeyId>)> {
+        self.instances
+            .as_ref()
+            .map(|(id, keys)| (*id, keys.iter().map(|(k, _)| *k).collect()))
     }
 
     fn reads_everything(&self) -> bool {

@@ -56,6 +56,11 @@ pub trait HostTrace {
     fn reads_everything(&self) -> bool {
         false
     }
+    /// A key naming each sample and keys logged per sample with it: the id must be in some
+    /// mode the trace runs in, and the keys wherever it is (checked before the first step).
+    fn per_sample_keys(&self) -> Option<(KeyId, Vec<KeyId>)> {
+        None
+    }
     /// Reads its batch inputs only on logged train steps (see
     /// [`super::essential::is_log_step`]): other train steps need not bring them back to the
     /// host, which on CUDA saves a copy and a sync per step.

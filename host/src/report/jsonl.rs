@@ -3,13 +3,14 @@
 //!
 //! ```text
 //! {"mode":"eval","epoch":3,"step":375,"values":{"accuracy":0.98,"ce":0.061}}
-//! {"mode":"eval","epoch":3,"step":375,"instance":{"id":17,"values":{"ce":2.31}}}
+//! {"mode":"eval","epoch":3,"step":375,"instance":{"id":17,"values":{"ce":2.31,"y_pred":[0.1,0.9]}}}
 //! ```
 //!
 //! Epoch rows carry every key logged that epoch (the run log, `run.log_dir/log.jsonl`, writes
-//! such a row at every step that logged something, with what was logged then); instance rows carry one sample's values
-//! (FastEstimator's `instance_id_key`), keyed by the sample's id. Numbers are written losslessly
-//! ([`format_value`]); JSON has no NaN or infinities, so those are the strings `"NaN"`, `"inf"`
+//! such a row at every step that logged something, with what was logged then); instance rows
+//! carry one sample's values (FastEstimator's `instance_id_key`), keyed by the sample's id: a
+//! number for a key with one value per sample, nested arrays in the sample's shape for one
+//! with several. Numbers are written losslessly ([`format_value`]); JSON has no NaN or infinities, so those are the strings `"NaN"`, `"inf"`
 //! and `"-inf"`. Readers ignore members they do not know, so rows can grow fields.
 
 use std::collections::BTreeMap;
@@ -30,6 +31,26 @@ pub enum InstanceId {
     Text(String),
 }
 
+/// One sample's value of a key: one number, or (for a key with several values per sample,
+/// such as a prediction's class scores) all of them with their shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleValue {
+    /// The shape of the sample's value: `[]` for one number.
+    pub shape: Vec<usize>,
+    /// Its numbers, row-major.
+    pub numbers: Vec<f64>,
+}
+
+impl SampleValue {
+    /// One number.
+    pub fn scalar(value: f64) -> Self {
+        Self {
+            shape: Vec::new(),
+            numbers: vec![value],
+        }
+    }
+}
+
 /// One sample's values, logged during an epoch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceRow {
@@ -42,7 +63,7 @@ pub struct InstanceRow {
     /// The sample's id.
     pub id: InstanceId,
     /// The sample's values.
-    pub values: BTreeMap<String, f64>,
+    pub values: BTreeMap<String, SampleValue>,
 }
 
 /// One line of a JSONL log.
@@ -148,10 +169,15 @@ impl JsonlLogger {
             InstanceId::Int(n) => n.to_string(),
             InstanceId::Text(text) => quote(text),
         };
+        let members: Vec<String> = row
+            .values
+            .iter()
+            .map(|(key, value)| format!("{}:{}", quote(key), sample_json(value)))
+            .collect();
         let line = format!(
-            "{{{},\"instance\":{{\"id\":{id},\"values\":{}}}}}\n",
+            "{{{},\"instance\":{{\"id\":{id},\"values\":{{{}}}}}}}\n",
             head(&row.mode, row.epoch, row.step),
-            values_object(&row.values)
+            members.join(",")
         );
         self.write_line(&line)
     }
@@ -182,16 +208,37 @@ fn head(mode: &str, epoch: u32, step: u64) -> String {
 fn values_object(values: &BTreeMap<String, f64>) -> String {
     let members: Vec<String> = values
         .iter()
-        .map(|(key, &value)| {
-            let value = if value.is_finite() {
-                format_value(value)
-            } else {
-                quote(&format_value(value))
-            };
-            format!("{}:{value}", quote(key))
-        })
+        .map(|(key, &value)| format!("{}:{}", quote(key), number_json(value)))
         .collect();
     format!("{{{}}}", members.join(","))
+}
+
+/// A number losslessly, or the string JSON needs for NaN and the infinities.
+fn number_json(value: f64) -> String {
+    if value.is_finite() {
+        format_value(value)
+    } else {
+        quote(&format_value(value))
+    }
+}
+
+/// A sample's value: its number, or nested arrays in its shape.
+fn sample_json(value: &SampleValue) -> String {
+    fn nest(shape: &[usize], numbers: &[f64]) -> String {
+        match shape.split_first() {
+            None => numbers
+                .first()
+                .map_or_else(|| "null".into(), |&v| number_json(v)),
+            Some((&len, inner)) => {
+                let stride = inner.iter().product::<usize>();
+                let items: Vec<String> = (0..len)
+                    .map(|i| nest(inner, numbers.get(i * stride..).unwrap_or_default()))
+                    .collect();
+                format!("[{}]", items.join(","))
+            }
+        }
+    }
+    nest(&value.shape, &value.numbers)
 }
 
 /// `text` as a JSON string.
@@ -274,7 +321,7 @@ fn parse_row(line: &str) -> Result<JsonlRow, String> {
                 None => return Err("missing `instance.id`".into()),
             };
             let values = match field("values") {
-                Some(values) => parse_values(values, "instance.values")?,
+                Some(values) => parse_samples(values)?,
                 None => BTreeMap::new(),
             };
             Ok(JsonlRow::Instance(InstanceRow {
@@ -301,6 +348,53 @@ fn integer(value: Option<&Json<'_>>, name: &str) -> Result<u64, String> {
             .map_err(|_| format!("`{name}` is {n}, expected a non-negative integer")),
         Some(other) => Err(format!("`{name}` is {}, expected an integer", other.kind())),
         None => Err(format!("missing `{name}`")),
+    }
+}
+
+/// An instance row's values: numbers, or rectangular nested arrays of them.
+fn parse_samples(values: &Json<'_>) -> Result<BTreeMap<String, SampleValue>, String> {
+    let Json::Object(members) = values else {
+        return Err(format!(
+            "`instance.values` is {}, expected an object",
+            values.kind()
+        ));
+    };
+    members
+        .iter()
+        .map(|(key, value)| {
+            let mut numbers = Vec::new();
+            let shape = parse_nested(value, &mut numbers)
+                .map_err(|e| format!("`instance.values.{key}`: {e}"))?;
+            Ok((key.clone(), SampleValue { shape, numbers }))
+        })
+        .collect()
+}
+
+/// Appends the numbers of `value` (a number or nested arrays) and gives its shape.
+fn parse_nested(value: &Json<'_>, numbers: &mut Vec<f64>) -> Result<Vec<usize>, String> {
+    match value {
+        Json::Array(items) => {
+            let mut inner: Option<Vec<usize>> = None;
+            for item in items {
+                let shape = parse_nested(item, numbers)?;
+                if inner.as_ref().is_some_and(|s| *s != shape) {
+                    return Err("arrays of unequal shapes".into());
+                }
+                inner = Some(shape);
+            }
+            let mut shape = vec![items.len()];
+            shape.extend(inner.unwrap_or_default());
+            Ok(shape)
+        }
+        other => {
+            let parsed = match other {
+                Json::Number(n) => n.parse::<f64>().ok(),
+                Json::String(s) => s.parse::<f64>().ok().filter(|v| !v.is_finite()),
+                _ => None,
+            };
+            numbers.push(parsed.ok_or_else(|| format!("{} is not a number", other.kind()))?);
+            Ok(Vec::new())
+        }
     }
 }
 
@@ -355,7 +449,17 @@ mod tests {
             epoch: 3,
             step: 375,
             id: InstanceId::Text("img \"7\"\n".into()),
-            values: [("ce".to_owned(), 2.5)].into(),
+            values: [
+                ("ce".to_owned(), SampleValue::scalar(2.5)),
+                (
+                    "p".to_owned(),
+                    SampleValue {
+                        shape: vec![2, 2],
+                        numbers: vec![0.5, f64::NAN, 1.0, 0.25],
+                    },
+                ),
+            ]
+            .into(),
         })
         .unwrap();
         log.flush().unwrap();
@@ -364,7 +468,7 @@ mod tests {
             concat!(
                 r#"{"mode":"eval","epoch":3,"step":375,"values":{"accuracy":0.98,"ce":"NaN"}}"#,
                 "\n",
-                r#"{"mode":"eval","epoch":3,"step":375,"instance":{"id":"img \"7\"\n","values":{"ce":2.5}}}"#,
+                r#"{"mode":"eval","epoch":3,"step":375,"instance":{"id":"img \"7\"\n","values":{"ce":2.5,"p":[[0.5,"NaN"],[1,0.25]]}}}"#,
                 "\n"
             )
         );
@@ -408,7 +512,14 @@ mod tests {
                 values: awkward
                     .iter()
                     .enumerate()
-                    .map(|(i, &v)| (format!("v{i}"), v))
+                    .map(|(i, &v)| (format!("v{i}"), SampleValue::scalar(v)))
+                    .chain(std::iter::once((
+                        "scores".to_owned(),
+                        SampleValue {
+                            shape: vec![3],
+                            numbers: awkward[..3].to_vec(),
+                        },
+                    )))
                     .collect(),
             })
             .unwrap();
@@ -426,7 +537,14 @@ mod tests {
             panic!("{:?}", read[2])
         };
         assert_eq!(instance.id, InstanceId::Int(-4));
-        let bits: Vec<u64> = instance.values.values().map(|v| v.to_bits()).collect();
+        let scores = &instance.values["scores"];
+        assert_eq!(scores.shape, [3]);
+        let bits: Vec<u64> = scores.numbers.iter().map(|v| v.to_bits()).collect();
+        let expected: Vec<u64> = awkward[..3].iter().map(|v| v.to_bits()).collect();
+        assert_eq!(bits, expected);
+        let bits: Vec<u64> = (0..awkward.len())
+            .map(|i| instance.values[&format!("v{i}")].numbers[0].to_bits())
+            .collect();
         assert_eq!(bits, awkward.map(f64::to_bits));
 
         let history = read_jsonl(&path).unwrap();
