@@ -233,6 +233,59 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
     assert_contains!(refused.stderr, "net.pt had sha256");
     assert_contains!(refused.stderr, saved_sha);
     assert_contains!(refused.stderr, changed_sha);
+    // So are predicting and exporting from that checkpoint: the weights would load into the
+    // new module (same parameter names) and give numbers nothing was trained for.
+    let [_, _, images, _] = digits();
+    let images = images.to_string_lossy();
+    for (args, out) in [
+        (
+            vec![
+                "predict",
+                "m.toml",
+                "--checkpoint",
+                "ckpt",
+                "--input",
+                &images,
+                "--out",
+                "p.csv",
+            ],
+            "p.csv",
+        ),
+        (
+            vec![
+                "export",
+                "m.toml",
+                "--checkpoint",
+                "ckpt",
+                "--out",
+                "exported",
+            ],
+            "exported",
+        ),
+    ] {
+        let refused: Run = fe_host()
+            .current_dir(&resumed)
+            .args(&args)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(
+            refused.code, 6,
+            "{args:?}: {}{}",
+            refused.stdout, refused.stderr
+        );
+        assert_contains!(
+            refused.stderr,
+            "was trained with TorchScript file net.pt of sha256"
+        );
+        assert_contains!(refused.stderr, saved_sha);
+        assert_contains!(refused.stderr, changed_sha);
+        assert!(
+            !resumed.join(out).exists(),
+            "{out} written by a refused {}",
+            args[0]
+        );
+    }
 
     // Exported from the checkpoint: TorchScript, safetensors and a card.
     fe_host_in(
@@ -260,8 +313,6 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
         accuracy.last().copied()
     );
     // The exported weights load back into fe-host and predict; torch.jit.load agrees.
-    let [_, _, images, _] = digits();
-    let images = images.to_string_lossy();
     fe_host_in(
         &whole,
         &[

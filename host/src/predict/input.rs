@@ -78,11 +78,14 @@ pub fn parse_spec(spec: &str) -> (Option<String>, PathBuf) {
     (None, PathBuf::from(spec))
 }
 
-/// A note when `--input` is of a format none of the manifest's datasets has: the pipeline
-/// then prepares it as it prepared other data (an image folder's `x` is file paths, which a
-/// pipeline without ReadImage hands the model as they are), and the failure that follows is
-/// easier to read knowing it.
+/// A note when `--input` is an image folder and no dataset of the manifest is one: an image
+/// folder's `x` is file paths, which a pipeline made for arrays (IDX, NPY, CSV numbers) hands
+/// the model as they are, and the failure that follows is easier to read knowing it. Arrays in
+/// another file format than training's are the same data, so they get no note.
 pub fn unlike_training(manifest: &Manifest, format: Format) -> Option<String> {
+    if format != Format::ImageFolder {
+        return None;
+    }
     let trained: std::collections::BTreeSet<&str> = manifest
         .pipeline
         .data
@@ -93,13 +96,8 @@ pub fn unlike_training(manifest: &Manifest, format: Format) -> Option<String> {
     if trained.is_empty() || trained.contains(format.kind()) {
         return None;
     }
-    let what = if format == Format::ImageFolder {
-        "an image folder (`x`: file paths, `y`: class indices)".to_owned()
-    } else {
-        format!("{} data", format.kind())
-    };
     Some(format!(
-        "--input is {what}, but the manifest trained on {} data; its pipeline prepares the input as it prepared that",
+        "--input is an image folder (`x`: file paths, `y`: class indices), but the manifest trained on {} data; its pipeline prepares the input as it prepared that",
         trained.into_iter().collect::<Vec<_>>().join(", ")
     ))
 }

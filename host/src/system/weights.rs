@@ -40,6 +40,7 @@ pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
         let source = if single {
             path.to_path_buf()
         } else if path.join("models").is_dir() {
+            torchscript_unchanged(&path.join("models"), model)?;
             file(&path.join("models"), &model.name)
         } else {
             file(path, &model.name)
@@ -53,6 +54,38 @@ pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
         loaded.push(source);
     }
     Ok(loaded)
+}
+
+/// A checkpoint records the sha256 of a TorchScript model's file. Its weights in a file edited
+/// or regenerated since (same parameter names, another forward) would load and predict
+/// something never trained, so that is refused as `--resume` refuses it. Checkpoints written
+/// before the sha256 was recorded pass.
+fn torchscript_unchanged(models: &Path, model: &ModelSlot) -> Result<()> {
+    let Some(source) = &model.torchscript else {
+        return Ok(());
+    };
+    let record_path = models.join(format!("{}.json", model.name));
+    let Ok(text) = std::fs::read_to_string(&record_path) else {
+        return Ok(());
+    };
+    let record: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Checkpoint {
+        path: record_path.clone(),
+        message: format!("is not valid JSON: {e}"),
+    })?;
+    let saved = &record["torchscript"];
+    match saved["sha256"].as_str() {
+        Some(sha256) if sha256 != source.sha256 => Err(Error::Checkpoint {
+            path: record_path,
+            message: format!(
+                "model `{}` was trained with TorchScript file {} of sha256 {sha256}, but {} has {} now: the architecture changed since; retrain, or restore the file",
+                model.name,
+                saved["file"].as_str().unwrap_or("?"),
+                source.file.display(),
+                source.sha256
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Copies `values` (read from `source`) into the variables of `model`: every variable must be
