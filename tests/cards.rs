@@ -340,3 +340,52 @@ fn an_image_folder_given_to_a_model_trained_on_idx_is_refused_in_the_models_term
         "p.csv written by a failed predict"
     );
 }
+
+/// numpy's `np.save` of a uint8 array shaped `(0, 28, 28)`.
+fn empty_npy() -> Vec<u8> {
+    let mut header = "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 28, 28), }".to_owned();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut file = b"\x93NUMPY\x01\x00".to_vec();
+    file.extend((header.len() as u16).to_le_bytes());
+    file.extend(header.as_bytes());
+    file
+}
+
+#[test]
+fn an_input_without_samples_and_a_top_k_beyond_the_classes_are_refused() {
+    let dir = exported("card-empty-topk");
+    std::fs::write(dir.path().join("empty.npy"), empty_npy()).unwrap();
+    let run = fe_host_in(
+        dir.path(),
+        &[
+            "predict",
+            "export",
+            "--input",
+            "empty.npy",
+            "--out",
+            "p.csv",
+        ],
+    );
+    assert_eq!(run.code, 5, "{}{}", run.stdout, run.stderr);
+    assert_contains!(run.stderr, "empty.npy: holds no samples");
+    let images = images();
+    let run = fe_host_in(
+        dir.path(),
+        &[
+            "predict", "export", "--input", &images, "--limit", "3", "--top-k", "11", "--out",
+            "p.csv",
+        ],
+    );
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert_contains!(
+        run.stderr,
+        "--top-k 11: there are 10 classes, so k runs from 1 to 10"
+    );
+    assert!(
+        !dir.path().join("p.csv").exists(),
+        "p.csv written by a refused predict"
+    );
+}

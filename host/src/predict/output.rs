@@ -72,7 +72,7 @@ pub fn write(
                             "--top-k ranks the classes of one key: choose it with --key".into(),
                         ));
                     };
-                    top_k_csv(scores, k).map_err(|e| Error::Run(format!("`{key}`: {e}")))?
+                    top_k_csv(scores, k).map_err(|e| Error::Usage(format!("`{key}`: {e}")))?
                 }
                 None => values_csv(columns).map_err(Error::Run)?,
             };
@@ -171,9 +171,10 @@ pub fn top_k_csv(scores: &Tensor, k: usize) -> std::result::Result<String, Strin
         ));
     }
     let (n, classes, flat) = rows(scores)?;
-    let k = k.min(classes);
-    if k == 0 {
-        return Err("--top-k must be at least 1".into());
+    if k == 0 || k > classes {
+        return Err(format!(
+            "--top-k {k}: there are {classes} classes, so k runs from 1 to {classes}"
+        ));
     }
     let mut header = vec!["index".to_owned()];
     for i in 1..=k {
@@ -287,6 +288,13 @@ mod tests {
             "index,class_1,score_1,class_2,score_2\n0,1,0.7,2,0.2\n1,0,0.5,1,0.5\n"
         );
         assert!(top_k_csv(&Tensor::from_slice(&[1.0f32]), 1).is_err());
+        // More classes than there are is refused, not quietly cut to the three there are.
+        let too_many = top_k_csv(&scores, 4).unwrap_err();
+        assert_eq!(
+            too_many,
+            "--top-k 4: there are 3 classes, so k runs from 1 to 3"
+        );
+        top_k_csv(&scores, 3).unwrap();
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `infer` mode) over a dataset, in order, and write what it produces.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fe_plugin_api::{Mode, StepContext};
@@ -154,6 +154,13 @@ pub fn collect(
     network.keys = keys.clone();
     let keys = Arc::new(keys);
     let samples = pipeline.samples(request.mode, epoch, &ds_id) as usize;
+    if samples == 0 {
+        // Nothing to join into an output, which would otherwise fail as an internal error.
+        return Err(match request.inputs.as_slice() {
+            [] => Error::Usage(format!("the {} dataset holds no samples", request.mode)),
+            inputs => Error::data(Path::new(&inputs.join(" ")), "holds no samples"),
+        });
+    }
     let count = request.limit.map_or(samples, |limit| limit.min(samples));
     let order: Vec<u64> = (0..count as u64).collect();
     let batches = count.div_ceil(pipeline.batch_size_at(epoch));
