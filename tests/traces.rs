@@ -28,7 +28,6 @@ fn early_stopping_stops_when_eval_loss_stops_improving_and_on_end_still_runs() {
         r#"
 [[traces]]
 trace = "EarlyStopping"
-monitor = "ce"
 patience = 2
 
 [[traces]]
@@ -44,6 +43,7 @@ file = "{events}"
         events = events.display()
     );
     let (out, summary) = run_with_summary(&dir, &plateau_manifest(10, &traces));
+    // Without `monitor`, EarlyStopping watches the loss the UpdateOp trains on (`ce`).
     let eval = steps(&summary, "eval", "ce");
     assert_eq!(
         eval.iter().map(|(step, _)| *step).collect::<Vec<_>>(),

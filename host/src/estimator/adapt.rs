@@ -15,9 +15,9 @@ use crate::network::{Batch, KeyId};
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EarlyStoppingConfig {
-    /// The value watched.
-    #[serde(default = "loss")]
-    pub monitor: String,
+    /// The value watched; absent: the loss the network trains on (one UpdateOp loss).
+    #[serde(default)]
+    pub monitor: Option<String>,
     /// Changes smaller than this are no improvement.
     #[serde(default)]
     pub min_delta: f64,
@@ -32,24 +32,22 @@ pub struct EarlyStoppingConfig {
     pub baseline: Option<f64>,
 }
 
-fn loss() -> String {
-    "loss".to_owned()
-}
-
 /// Stops training when `monitor` has not improved for `patience` epochs.
 pub struct EarlyStopping {
     config: EarlyStoppingConfig,
+    monitor: String,
     best: Option<f64>,
     best_epoch: u32,
     wait: u32,
 }
 
 impl EarlyStopping {
-    /// A fresh watcher.
-    pub fn new(config: EarlyStoppingConfig) -> Self {
+    /// A fresh watcher of `monitor` (the configured one, or the loss the builder chose).
+    pub fn new(config: EarlyStoppingConfig, monitor: String) -> Self {
         let best = config.baseline;
         Self {
             config,
+            monitor,
             best,
             best_epoch: 0,
             wait: 0,
@@ -77,7 +75,7 @@ impl EarlyStopping {
 
 impl HostTrace for EarlyStopping {
     fn input_names(&self) -> Vec<String> {
-        vec![self.config.monitor.clone()]
+        vec![self.monitor.clone()]
     }
 
     fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
@@ -86,7 +84,7 @@ impl HostTrace for EarlyStopping {
     }
 
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
-        let Some(value) = cx.data.get(&self.config.monitor).and_then(Logged::as_f64) else {
+        let Some(value) = cx.data.get(&self.monitor).and_then(Logged::as_f64) else {
             return Ok(());
         };
         if self.observe(value, cx.system.epoch_idx) {
@@ -96,7 +94,7 @@ impl HostTrace for EarlyStopping {
                 .map_or("none".to_owned(), super::data::format_number);
             cx.notes.push(format!(
                 "EarlyStopping: `{}` has not improved for {} epoch(s): stopping; its best value was {best} at epoch {}",
-                self.config.monitor, self.wait, self.best_epoch
+                self.monitor, self.wait, self.best_epoch
             ));
         }
         Ok(())
@@ -282,13 +280,16 @@ mod tests {
         min_delta: f64,
         baseline: Option<f64>,
     ) -> EarlyStopping {
-        EarlyStopping::new(EarlyStoppingConfig {
-            monitor: "loss".into(),
-            min_delta,
-            patience,
-            compare,
-            baseline,
-        })
+        EarlyStopping::new(
+            EarlyStoppingConfig {
+                monitor: None,
+                min_delta,
+                patience,
+                compare,
+                baseline,
+            },
+            "loss".into(),
+        )
     }
 
     /// The epoch (from 1) at which `values` make the trace stop, if any.

@@ -137,7 +137,14 @@ pub fn build(
             let metric = cx.metric(config.metric.clone(), model)?;
             Box::new(ReduceLrOnPlateau::new(network, model, metric, config))
         }
-        "EarlyStopping" => Box::new(EarlyStopping::new(cx.config::<EarlyStoppingConfig>()?)),
+        "EarlyStopping" => {
+            let config: EarlyStoppingConfig = cx.config()?;
+            let monitor = match &config.monitor {
+                Some(monitor) => monitor.clone(),
+                None => cx.network_loss()?,
+            };
+            Box::new(EarlyStopping::new(config, monitor))
+        }
         "TerminateOnNaN" => {
             let config: TerminateOnNaNConfig = cx.config()?;
             let losses: Vec<String> = network
@@ -273,6 +280,33 @@ impl BuildCx<'_> {
                     format!("unknown model `{name}` (models: {})", known.join(", ")),
                 )
             })
+    }
+
+    /// The one loss the network's UpdateOps train on: what EarlyStopping watches unless told
+    /// (the README's "the eval loss"; FastEstimator's literal `"loss"` key rarely exists).
+    fn network_loss(&self) -> Result<String> {
+        let mut losses: Vec<String> = self
+            .network
+            .loss_keys()
+            .into_iter()
+            .map(|k| self.network.keys.name(k).to_owned())
+            .collect();
+        losses.sort();
+        losses.dedup();
+        match losses.len() {
+            1 => Ok(losses.remove(0)),
+            0 => Err(self.error(
+                &self.spec.path,
+                "no UpdateOp trains on a loss; say which `monitor` to watch",
+            )),
+            _ => Err(self.error(
+                &self.spec.path,
+                format!(
+                    "the network trains on several losses ({}); say which `monitor` to watch",
+                    losses.join(", ")
+                ),
+            )),
+        }
     }
 
     /// `metric`, or else the loss `model` is trained on; a model trained on several losses

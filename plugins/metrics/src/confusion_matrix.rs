@@ -32,8 +32,31 @@ pub struct ConfusionMatrixConfig {
     pub threshold: f64,
     /// `true`, `pred` or `all` for fractions instead of counts (applied to the epoch's
     /// matrix; rows or columns without samples stay 0). Absent: integer counts.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "normalize_or_flag")]
     pub normalize: Option<Normalize>,
+}
+
+/// `normalize` as sklearn spells it (`"true"`, `"pred"`, `"all"`), or a TOML boolean:
+/// `true` is `"true"` (rows) and `false` counts, as a user reading `true | "pred" | "all"`
+/// writes it.
+fn normalize_or_flag<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<Normalize>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Flag(bool),
+        Name(Normalize),
+    }
+    Ok(
+        match Written::deserialize(deserializer).map_err(|_| {
+            serde::de::Error::custom(r#"expected true, false, "true", "pred" or "all""#)
+        })? {
+            Written::Flag(true) => Some(Normalize::True),
+            Written::Flag(false) => None,
+            Written::Name(name) => Some(name),
+        },
+    )
 }
 
 /// Counts of (true class, predicted class): rows are true classes, columns predictions.
@@ -142,6 +165,11 @@ mod tests {
     fn normalized_by_rows_columns_and_total() {
         // Row sums [4, 4, 2], column sums [4, 3, 3], total 10.
         let (_, rows) = tensor_f64(&matrix("normalize = \"true\"", &batches()));
+        let (_, flag) = tensor_f64(&matrix("normalize = true", &batches()));
+        assert_eq!(flag, rows, "the boolean true normalises rows too");
+        let (_, counts) = tensor_i64(&matrix("", &batches()));
+        let (_, unnormalized) = tensor_i64(&matrix("normalize = false", &batches()));
+        assert_eq!(unnormalized, counts);
         assert_eq!(rows, [0.75, 0.25, 0.0, 0.25, 0.5, 0.25, 0.0, 0.0, 1.0]);
         let (_, cols) = tensor_f64(&matrix("normalize = \"pred\"", &batches()));
         let third = 1.0 / 3.0;

@@ -108,7 +108,7 @@ inventory::submit! {
     .fields(&[
         Field::optional("num_classes", "integer", "C of [N, C] predictions, else 2", "Number of classes; labels lie in 0..num_classes"),
         Field::optional("threshold", "float", "0.5", "One value per sample: class 1 when above this"),
-        Field::optional("normalize", "true | \"pred\" | \"all\"", "none (counts)", "Fractions over true classes, predictions or everything"),
+        Field::optional("normalize", "true | \"true\" | \"pred\" | \"all\"", "none (counts)", "Fractions over true classes, predictions or everything"),
     ])
 }
 
