@@ -353,3 +353,34 @@ fn a_zero_limit_or_top_k_is_refused_before_any_model_runs() {
         assert_contains!(out.stderr, "must be at least 1");
     }
 }
+
+#[test]
+fn transform_with_nothing_to_write_is_a_usage_error_not_an_empty_file() {
+    let dir = TempDir::new("transform-nothing");
+    let [x, y, _, _] = crate::util::digits();
+    let path = manifest(
+        &dir,
+        &format!(
+            "[pipeline]\nbatch_size = 4\n\n[pipeline.data.infer]\ntype = \"idx\"\nfiles = {{ x = \"{}\", y = \"{}\" }}\n\n[[pipeline.ops]]\nop = \"Minmax\"\ninputs = \"x\"\noutputs = \"scaled\"\n",
+            x.display(),
+            y.display()
+        ),
+    );
+    let out = dir.path().join("out.safetensors");
+    let run = run_failing(
+        &[
+            "transform",
+            &path,
+            "--out",
+            &out.to_string_lossy(),
+            "--limit",
+            "8",
+        ],
+        2,
+    );
+    assert_contains!(
+        run.stderr,
+        "the network produces no keys in infer mode; choose what to write with --key (the batch has: x, y, scaled)"
+    );
+    assert!(!out.exists(), "an empty file was written");
+}

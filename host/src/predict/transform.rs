@@ -149,6 +149,14 @@ pub fn collect(
     } else {
         requested
     };
+    if write.is_empty() {
+        // An empty file written "successfully" would hide that nothing was asked for.
+        return Err(Error::Usage(format!(
+            "the network produces no keys in {} mode; choose what to write with --key (the batch has: {})",
+            request.mode,
+            keys.names(pipeline.available_keys(request.mode, epoch, &ds_id)).join(", ")
+        )));
+    }
     let mut wanted: BTreeSet<KeyId> = plan.inputs.iter().copied().collect();
     wanted.extend(write.iter().copied());
     network.keys = keys.clone();
