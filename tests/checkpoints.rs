@@ -7,7 +7,7 @@ use crate::util::{classifier_ops, fe_host, lenet_manifest, run, run_failing, Run
 
 /// LeNet on the small digits: 3 epochs of 6 steps, a noisy augmentation in the pipeline and
 /// the network (so random state matters), checkpoints every 4 steps and every epoch.
-fn manifest(extra: &str) -> String {
+pub(crate) fn manifest(extra: &str) -> String {
     let noise = r#"
 [[pipeline.ops]]
 op = "Noise"
@@ -36,7 +36,7 @@ op = "ModelOp""#;
 }
 
 /// Runs `fe-host run m.toml args...` in `dir`.
-fn run_in(dir: &Path, args: &[&str]) -> Run {
+pub(crate) fn run_in(dir: &Path, args: &[&str]) -> Run {
     fe_host()
         .current_dir(dir)
         .args(["run", "m.toml"])
@@ -53,7 +53,7 @@ fn history(path: &Path, mode: &str, key: &str) -> serde_json::Value {
 }
 
 /// A run of `text` in `dir/name`, with weights and summary saved; returns its directory.
-fn full_run(dir: &TempDir, name: &str, text: &str, args: &[&str]) -> PathBuf {
+pub(crate) fn full_run(dir: &TempDir, name: &str, text: &str, args: &[&str]) -> PathBuf {
     let run_dir = dir.path().join(name);
     std::fs::create_dir_all(&run_dir).unwrap();
     std::fs::write(run_dir.join("m.toml"), text).unwrap();
@@ -150,7 +150,7 @@ fn more_epochs_resume_from_latest_with_consent() {
 
 /// Rewrites `MANIFEST.json` of `checkpoint` after a test edited its files, so that only the
 /// check under test can catch the edit.
-fn rehash(checkpoint: &Path) {
+pub(crate) fn rehash(checkpoint: &Path) {
     let list_path = checkpoint.join("MANIFEST.json");
     let mut list: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&list_path).unwrap()).unwrap();
@@ -256,7 +256,7 @@ fn damaged_or_foreign_checkpoints_are_refused_naming_the_file() {
     );
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());

@@ -29,6 +29,7 @@ mod plugin_kit;
 mod plugin_run_info;
 mod reference;
 mod render;
+mod resume_checks;
 mod run_dirs;
 mod scaffold;
 mod scheduling;

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use super::{no_grad, Optimizer, PerParameter};
+use super::{no_grad, saved_state, Optimizer, Parameters, PerParameter};
 
 /// `optimizer = { type = "adam", lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8 }`
 #[derive(Deserialize, Serialize, Debug, Clone)]
@@ -265,12 +265,21 @@ impl Optimizer for Adam {
         &mut self,
         hyper: &serde_json::Value,
         tensors: &[(String, Tensor)],
+        params: &Parameters<'_>,
     ) -> Result<(), String> {
-        self.config = serde_json::from_value(hyper["config"].clone()).map_err(|e| e.to_string())?;
-        self.decoupled = hyper["decoupled"].as_bool().unwrap_or(self.decoupled);
-        self.step = hyper["step"]
+        let config: AdamConfig =
+            serde_json::from_value(hyper["config"].clone()).map_err(|e| e.to_string())?;
+        let step = hyper["step"]
             .as_u64()
             .ok_or("optimizer state has no step count")?;
+        let mut kinds = vec!["exp_avg", "exp_avg_sq"];
+        if config.amsgrad {
+            kinds.push("max_exp_avg_sq");
+        }
+        saved_state::check(&kinds, params, tensors)?;
+        self.config = config;
+        self.decoupled = hyper["decoupled"].as_bool().unwrap_or(self.decoupled);
+        self.step = step;
         self.device_step = None;
         self.exp_avg.import("exp_avg", tensors)?;
         self.exp_avg_sq.import("exp_avg_sq", tensors)?;

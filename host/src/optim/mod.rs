@@ -7,6 +7,7 @@
 mod adam;
 mod check;
 mod rmsprop;
+mod saved_state;
 mod sgd;
 
 use serde::de::DeserializeOwned;
@@ -16,6 +17,7 @@ use crate::schedule::LrSchedule;
 
 pub use adam::{Adam, AdamConfig};
 pub use rmsprop::{RmsProp, RmsPropConfig};
+pub use saved_state::Parameters;
 pub use sgd::{Sgd, SgdConfig};
 
 /// A gradient-descent optimizer over a fixed list of parameters.
@@ -52,11 +54,14 @@ pub trait Optimizer: Send {
     /// Per-parameter state tensors, named `<state name>/<param index>`.
     fn tensor_state(&self) -> Vec<(String, Tensor)>;
 
-    /// Restores what `hyper_state` and `tensor_state` returned.
+    /// Restores what `hyper_state` and `tensor_state` returned, for the parameters `params`.
+    /// State that does not fit them (a tensor missing, extra, or of another shape or dtype
+    /// than its parameter) is refused before anything changes.
     fn load_state(
         &mut self,
         hyper: &serde_json::Value,
         tensors: &[(String, Tensor)],
+        params: &Parameters<'_>,
     ) -> Result<(), String>;
 }
 

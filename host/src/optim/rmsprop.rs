@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use super::{no_grad, Optimizer, PerParameter};
+use super::{no_grad, saved_state, Optimizer, Parameters, PerParameter};
 
 /// `optimizer = { type = "rmsprop", lr = 0.01, alpha = 0.99, momentum = 0.0, centered = false }`
 #[derive(Deserialize, Serialize, Debug, Clone)]
@@ -128,8 +128,19 @@ impl Optimizer for RmsProp {
         &mut self,
         hyper: &serde_json::Value,
         tensors: &[(String, Tensor)],
+        params: &Parameters<'_>,
     ) -> Result<(), String> {
-        self.config = serde_json::from_value(hyper["config"].clone()).map_err(|e| e.to_string())?;
+        let config: RmsPropConfig =
+            serde_json::from_value(hyper["config"].clone()).map_err(|e| e.to_string())?;
+        let mut kinds = vec!["square_avg"];
+        if config.centered {
+            kinds.push("grad_avg");
+        }
+        if config.momentum > 0.0 {
+            kinds.push("momentum");
+        }
+        saved_state::check(&kinds, params, tensors)?;
+        self.config = config;
         self.square_avg.import("square_avg", tensors)?;
         self.grad_avg.import("grad_avg", tensors)?;
         self.momentum.import("momentum", tensors)

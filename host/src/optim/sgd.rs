@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use tch::Tensor;
 
-use super::{no_grad, Optimizer, PerParameter};
+use super::{no_grad, saved_state, Optimizer, Parameters, PerParameter};
 
 /// `optimizer = { type = "sgd", lr = 0.01, momentum = 0.9, nesterov = true }`
 #[derive(Deserialize, Debug, Clone)]
@@ -110,8 +110,17 @@ impl Optimizer for Sgd {
         &mut self,
         hyper: &serde_json::Value,
         tensors: &[(String, Tensor)],
+        params: &Parameters<'_>,
     ) -> Result<(), String> {
-        self.config = serde_json::from_value(hyper.clone()).map_err(|e| e.to_string())?;
+        let config: SgdConfig = serde_json::from_value(hyper.clone()).map_err(|e| e.to_string())?;
+        // Without momentum SGD keeps no state: a momentum buffer saved anyway is refused.
+        let kinds: &[&str] = if config.momentum != 0.0 {
+            &["momentum"]
+        } else {
+            &[]
+        };
+        saved_state::check(kinds, params, tensors)?;
+        self.config = config;
         self.momentum.import("momentum", tensors)
     }
 }

@@ -149,11 +149,67 @@ fn state_round_trip_continues_identically() {
     }
     let (hyper, tensors) = (a.hyper_state(), a.tensor_state());
     let mut b = config("type = 'adam'\nlr = 0.9");
-    b.load_state(&hyper, &tensors).unwrap();
+    b.load_state(&hyper, &tensors, &parameters(&params))
+        .unwrap();
     let copy_b = vec![params[0].detach().copy()];
     a.step(&params, &grads).unwrap();
     b.step(&copy_b, &grads).unwrap();
     assert!(params[0].detach().equal(&copy_b[0]));
+}
+
+fn parameters(tensors: &[Tensor]) -> Parameters<'_> {
+    Parameters {
+        model: "net",
+        names: &[],
+        tensors,
+    }
+}
+
+#[test]
+fn state_that_does_not_fit_the_parameters_is_refused_and_nothing_changes() {
+    let params = vec![Tensor::from_slice(&[1.0f32, -2.0]).set_requires_grad(true)];
+    let grads = vec![Tensor::from_slice(&[0.5f32, 0.25])];
+    for text in [
+        "type = 'adam'",
+        "type = 'rmsprop'\ncentered = true",
+        "type = 'sgd'\nmomentum = 0.9",
+    ] {
+        let mut a = config(text);
+        a.step(&params, &grads).unwrap();
+        let (hyper, tensors) = (a.hyper_state(), a.tensor_state());
+        // Half of the first state tensor: what made the fused Adam kernel crash the process.
+        let copy = || -> Vec<(String, Tensor)> {
+            tensors
+                .iter()
+                .map(|(n, t)| (n.clone(), t.shallow_clone()))
+                .collect()
+        };
+        let mut halved = copy();
+        halved[0].1 = halved[0].1.narrow(0, 0, 1);
+        let mut b = config(text);
+        let err = b
+            .load_state(&hyper, &halved, &parameters(&params))
+            .unwrap_err();
+        assert!(
+            err.contains("is Float [1] but parameter 0 of model `net` is Float [2]"),
+            "{text}: {err}"
+        );
+        assert!(b.tensor_state().is_empty(), "{text}: nothing was loaded");
+        let mut extra = copy();
+        extra.push(("velocity/0".to_owned(), params[0].detach().copy()));
+        let err = b
+            .load_state(&hyper, &extra, &parameters(&params))
+            .unwrap_err();
+        assert!(err.starts_with("has `velocity/0`"), "{text}: {err}");
+        if tensors.len() > 1 {
+            let err = b
+                .load_state(&hyper, &tensors[1..], &parameters(&params))
+                .unwrap_err();
+            assert!(err.starts_with("is missing `"), "{text}: {err}");
+        }
+        b.load_state(&hyper, &tensors, &parameters(&params))
+            .unwrap();
+    }
 }
 
 #[test]

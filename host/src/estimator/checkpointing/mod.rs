@@ -18,6 +18,7 @@ use crate::network::precision::GradScaler;
 use crate::system::tensors;
 
 mod capture;
+mod random_state;
 mod restore;
 
 /// What the estimator needs to write and resume checkpoints.

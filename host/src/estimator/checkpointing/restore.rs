@@ -58,11 +58,14 @@ impl Estimator {
                 path: files.dir.clone(),
                 message,
             })?;
+        // Checked before anything is restored: a state missing from it is not noticed later.
+        let rng = files.tensors("rng.safetensors")?;
+        super::random_state::check(&rng, self.network.device)
+            .map_err(|message| files.problem("rng.safetensors", message))?;
         self.restore_components(files)?;
         self.restore_models(files)?;
         let system: System = files.parse_json("system.json")?;
         self.restore_system(system);
-        let rng = files.tensors("rng.safetensors")?;
         let rank = crate::dist::role::rank();
         if let Some(state) = crate::estimator::parallel::this_ranks_generator(&rng, rank) {
             crate::shim::set_generator_state(crate::shim::Generator::Cpu, state)
@@ -217,11 +220,14 @@ impl Estimator {
                     .map(|(n, t)| t.f_to_device(device).map(|t| (n, t)))
                     .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(|e| files.problem(&file, crate::tch_message(e)))?;
+                let params = crate::optim::Parameters {
+                    model: &name,
+                    names: &model.param_names,
+                    tensors: &model.params,
+                };
                 slot.optimizer
-                    .load_state(&saved.hyper, &tensors)
-                    .map_err(|e| {
-                        files.problem(&file, format!("cannot restore `{}`: {e}", saved.summary))
-                    })?;
+                    .load_state(&saved.hyper, &tensors, &params)
+                    .map_err(|e| files.problem(&file, e))?;
             }
             model.current_optimizer = record.current_optimizer;
             if model.scaler.is_some() {
