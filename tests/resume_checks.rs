@@ -1,5 +1,5 @@
 //! What a resume checks before it trains: optimizer and random state that fit the run they
-//! are loaded into.
+//! are loaded into, and an epoch count that leaves something to train.
 
 use std::path::Path;
 
@@ -114,4 +114,27 @@ fn optimizer_and_random_state_that_do_not_fit_the_run_are_refused_naming_the_ten
         },
         "ckpt-6/rng.safetensors: is missing `cpu`, the CPU random state",
     );
+}
+
+#[test]
+fn an_epoch_count_that_ends_before_the_checkpoint_is_a_usage_error() {
+    let dir = TempDir::new("epochs-left");
+    let source = full_run(&dir, "source", &manifest(""), &[]);
+    // ckpt-8 is inside epoch 2: one epoch leaves nothing to train (it used to exit 0).
+    let out = run_in(&source, &["--resume", "ckpt/ckpt-8", "--epochs", "1"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert_contains!(
+        out.stderr,
+        "ckpt-8: the checkpoint is at step 8, inside epoch 2 (2 batches done), and --epochs 1 leaves nothing to train: pass --epochs 2 or more"
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    let out = run_in(&source, &["--resume", "--epochs", "2"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert_contains!(
+        out.stderr,
+        "after epoch 3, and --epochs 2 leaves nothing to train: pass --epochs 4 or more to train further"
+    );
+    // The finished run resumed as it ended still ends at once, successfully.
+    let out = run_in(&source, &["--resume", "-q"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }

@@ -5,7 +5,7 @@
 
 use toml::{Table, Value};
 
-use super::PluginRecord;
+use super::{CheckpointInfo, Cursor, PluginRecord};
 
 /// Manifest keys a resumed run may change (`--allow-changes`); everything under `checkpoint`
 /// too.
@@ -223,6 +223,34 @@ fn same_abi(built_against: &str) -> String {
     )
 }
 
+/// Refuses to resume `info` into a run of `total` epochs that ends before the checkpoint:
+/// such a run used to train nothing and exit 0. A checkpoint at the end of the last epoch (a
+/// finished run resumed as it was) is accepted: the run has nothing left but its test.
+/// `from_flag` says whether `total` came from `--epochs` (else from `run.epochs`).
+pub fn epochs_left(info: &CheckpointInfo, total: u32, from_flag: bool) -> Result<(), String> {
+    let epoch = info.cursor.epoch();
+    if epoch <= total {
+        return Ok(());
+    }
+    let asked = if from_flag {
+        format!("--epochs {total}")
+    } else {
+        format!("run.epochs = {total}")
+    };
+    let needed = match info.cursor {
+        Cursor::InEpoch { .. } => format!("--epochs {epoch} or more"),
+        Cursor::EpochEnd { .. } => format!(
+            "--epochs {} or more to train further (--epochs {epoch} ends as the run did)",
+            epoch + 1
+        ),
+    };
+    Err(format!(
+        "the checkpoint is at step {}, {}, and {asked} leaves nothing to train: pass {needed}",
+        info.step,
+        info.cursor.describe()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +364,41 @@ mod tests {
         let d = plugin_differences(&saved, &rebuilt);
         assert!(d.incompatible.is_empty());
         assert_eq!(d.compatible.len(), 1);
+    }
+
+    fn at(step: u64, cursor: Cursor) -> CheckpointInfo {
+        CheckpointInfo {
+            fe_host_version: String::new(),
+            step,
+            sequence: 0,
+            cursor,
+            monitor: None,
+            created: String::new(),
+            run_id: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_run_that_ends_before_its_checkpoint_is_refused() {
+        let inside = at(
+            9,
+            Cursor::InEpoch {
+                epoch: 2,
+                ds_index: 0,
+                batches_done: 1,
+            },
+        );
+        assert_eq!(epochs_left(&inside, 2, true), Ok(()));
+        assert_eq!(
+            epochs_left(&inside, 1, true).unwrap_err(),
+            "the checkpoint is at step 9, inside epoch 2 (1 batches done), and --epochs 1 leaves nothing to train: pass --epochs 2 or more"
+        );
+        let finished = at(18, Cursor::EpochEnd { epoch: 3 });
+        // A finished run resumed as it was: nothing to train, but nothing asked for either.
+        assert_eq!(epochs_left(&finished, 3, false), Ok(()));
+        assert_eq!(
+            epochs_left(&finished, 2, false).unwrap_err(),
+            "the checkpoint is at step 18, after epoch 3, and run.epochs = 2 leaves nothing to train: pass --epochs 4 or more to train further (--epochs 3 ends as the run did)"
+        );
     }
 }

@@ -62,6 +62,25 @@ impl Cursor {
             Cursor::EpochEnd { epoch } => epoch + 1,
         }
     }
+
+    /// The epoch it was taken in (inside, or at its end).
+    pub fn epoch(&self) -> u32 {
+        match *self {
+            Cursor::InEpoch { epoch, .. } | Cursor::EpochEnd { epoch } => epoch,
+        }
+    }
+
+    /// Where, in words: `inside epoch 2 (1 batches done)`, `after epoch 3`.
+    pub fn describe(&self) -> String {
+        match *self {
+            Cursor::InEpoch {
+                epoch,
+                batches_done,
+                ..
+            } => format!("inside epoch {epoch} ({batches_done} batches done)"),
+            Cursor::EpochEnd { epoch } => format!("after epoch {epoch}"),
+        }
+    }
 }
 
 /// `checkpoint.json`.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
-use crate::checkpoint::{store, CheckpointInfo, Cursor};
+use crate::checkpoint::{store, CheckpointInfo};
 use crate::error::{Error, Result};
 use crate::estimator::checkpointing::ResumeOptions;
 use crate::estimator::Estimator;
@@ -86,14 +86,7 @@ fn read_info(dir: &Path) -> Result<CheckpointInfo> {
 
 /// `step 120, inside epoch 2 (40 batches done)` or `step 160, after epoch 2; accuracy 0.97`.
 pub fn describe(info: &CheckpointInfo) -> String {
-    let at = match info.cursor {
-        Cursor::InEpoch {
-            epoch,
-            batches_done,
-            ..
-        } => format!("inside epoch {epoch} ({batches_done} batches done)"),
-        Cursor::EpochEnd { epoch } => format!("after epoch {epoch}"),
-    };
+    let at = info.cursor.describe();
     let monitor = info
         .monitor
         .as_ref()

@@ -58,6 +58,8 @@ impl Estimator {
                 path: files.dir.clone(),
                 message,
             })?;
+        compat::epochs_left(&info, self.system.total_epochs, options.epochs.is_some())
+            .map_err(|message| Error::Usage(format!("{}: {message}", files.dir.display())))?;
         // Checked before anything is restored: a state missing from it is not noticed later.
         let rng = files.tensors("rng.safetensors")?;
         super::random_state::check(&rng, self.network.device)
