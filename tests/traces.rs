@@ -613,6 +613,34 @@ fn model_saver_saves_every_frequency_epochs_and_keeps_the_newest() {
 }
 
 #[test]
+fn a_model_savers_old_file_deleted_by_hand_does_not_fail_the_resumed_run() {
+    let dir = TempDir::new("model-saver-deleted");
+    let trace = "\n[[traces]]\ntrace = \"ModelSaver\"\nmodel = \"lenet\"\nsave_dir = \"ms\"\nmax_to_keep = 2\n\
+                 \n[checkpoint]\ndir = \"ckpt\"\nevery_epochs = 1\n";
+    let path = dir.write("m.toml", &short_lenet(2, trace));
+    let path = path.to_string_lossy();
+    let out = run(&["run", &path, "-q"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    std::fs::remove_file(dir.path().join("ms/lenet_epoch_1.safetensors")).unwrap();
+    // Epoch 3 saves its model and then drops epoch 1's, which is already gone: nothing to do.
+    let out = run(&["run", &path, "-q", "--resume", "--epochs", "3"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path().join("ms"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["lenet_epoch_2.safetensors", "lenet_epoch_3.safetensors"]
+    );
+    assert!(
+        dir.path().join("ckpt/ckpt-9").is_dir(),
+        "epoch 3's checkpoint was written"
+    );
+}
+
+#[test]
 fn a_saver_or_plateau_watching_a_model_trained_on_two_losses_must_be_told_which() {
     // FastEstimator's BestModelSaver and ReduceLROnPlateau take the model's loss only when it
     // has one (`model.loss_name`); taking the first UpdateOp's would watch one loss silently.

@@ -272,11 +272,24 @@ pub fn remove_leftovers(root: &Path) -> Result<usize> {
 
 /// Deletes checkpoint `root/name`: renamed out of sight first, so a crash never leaves a
 /// half-deleted checkpoint that looks complete.
+///
+/// One already gone (deleted by hand while the run went on) is not an error: it is what
+/// deleting it wanted, and failing there would fail the run after a good checkpoint.
 pub fn delete(root: &Path, name: &str) -> Result<()> {
     let dir = root.join(name);
     let trash = root.join(format!(".trash-{name}-{}", std::process::id()));
-    std::fs::rename(&dir, &trash).map_err(io(&dir))?;
-    std::fs::remove_dir_all(&trash).map_err(io(&trash))
+    let failed = |path: &Path, e: std::io::Error| {
+        Error::Run(format!(
+            "{}: cannot remove this older checkpoint, which the retention policy (keep_last, keep_best) no longer keeps: {e}",
+            path.display()
+        ))
+    };
+    match std::fs::rename(&dir, &trash) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(failed(&dir, e)),
+        Ok(()) => {}
+    }
+    std::fs::remove_dir_all(&trash).map_err(|e| failed(&trash, e))
 }
 
 /// The complete checkpoints in `root` (directory names with a `MANIFEST.json`).
@@ -401,6 +414,8 @@ mod tests {
         assert_eq!(list(&root).unwrap(), ["ckpt-1", "ckpt-2"]);
         delete(&root, "ckpt-1").unwrap();
         assert_eq!(list(&root).unwrap(), ["ckpt-2"]);
+        // Gone already (deleted by hand): nothing left to delete.
+        delete(&root, "ckpt-1").unwrap();
         let _ = std::fs::remove_dir_all(&root);
     }
 

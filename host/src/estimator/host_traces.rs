@@ -179,6 +179,7 @@ pub fn build(
             }
             let dir = manifest.output_path(&config.save_dir);
             Box::new(ModelSaver::new(
+                spec.label(),
                 (model, network.models[model].name.clone()),
                 dir,
                 &config,

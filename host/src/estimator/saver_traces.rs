@@ -50,6 +50,16 @@ pub fn remove_save_leftovers(dir: &Path) -> Result<usize> {
     Ok(removed)
 }
 
+/// Removes `path`, a file this run wrote earlier and no longer keeps. One already gone (the
+/// user deleted it) is what removing it wanted: a resumed run used to fail on it after
+/// saving the epoch's model, before the epoch's checkpoint.
+pub fn remove_old_file(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 /// `lenet_best_ce.tmp-4242`: a temporary of [`save_model`].
 fn is_save_leftover(name: &str) -> bool {
     name.rsplit_once(".tmp-").is_some_and(|(stem, pid)| {
@@ -227,6 +237,8 @@ fn one() -> u32 {
 /// Saves `<model>_epoch_<N>.safetensors` at the end of every `frequency`-th training epoch,
 /// keeping the newest `max_to_keep`.
 pub struct ModelSaver {
+    /// `ModelSaver (traces[2])`, for errors.
+    label: String,
     model: (usize, String),
     dir: PathBuf,
     frequency: u32,
@@ -235,9 +247,15 @@ pub struct ModelSaver {
 }
 
 impl ModelSaver {
-    /// Saves model `model` (index, name) into `dir`.
-    pub fn new(model: (usize, String), dir: PathBuf, config: &ModelSaverConfig) -> Self {
+    /// Saves model `model` (index, name) into `dir`; `label` names the trace in errors.
+    pub fn new(
+        label: String,
+        model: (usize, String),
+        dir: PathBuf,
+        config: &ModelSaverConfig,
+    ) -> Self {
         Self {
+            label,
             model,
             dir,
             frequency: config.frequency.max(1),
@@ -269,7 +287,13 @@ impl HostTrace for ModelSaver {
         if let Some(keep) = self.max_to_keep {
             while self.saved.len() > keep {
                 let old = self.saved.remove(0);
-                std::fs::remove_file(&old).map_err(|e| Error::io(&old, e))?;
+                remove_old_file(&old).map_err(|e| {
+                    Error::Run(format!(
+                        "{}: cannot remove {}, an older model file beyond max_to_keep = {keep}: {e}",
+                        self.label,
+                        old.display()
+                    ))
+                })?;
             }
         }
         Ok(())
@@ -316,6 +340,12 @@ mod tests {
             .collect();
         assert_eq!(names, ["lenet_best_ce.safetensors"]);
         assert_eq!(remove_save_leftovers(&dir.join("missing")).unwrap(), 0);
+        // An old file the user already deleted needs no removing; other failures still show.
+        remove_old_file(&dir.join("lenet_epoch_1.safetensors")).unwrap();
+        assert!(
+            remove_old_file(&dir).is_err(),
+            "a directory is not removed as a file"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
