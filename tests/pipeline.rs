@@ -217,3 +217,36 @@ fn two_batch_ops_for_the_same_mode_ds_id_and_epoch_are_rejected() {
     let stdout = ok(run_in(&dir, &["pipeline", &manifest.to_string_lossy()]));
     assert_contains!(stdout, "train data, epoch 1: 3 samples, 2 batches of 2");
 }
+
+#[test]
+fn a_mode_whose_data_is_short_of_one_batch_with_drop_last_is_refused_at_start() {
+    let dir = lenet_dir();
+    let short = [
+        "run",
+        "examples/lenet.toml",
+        "-q",
+        "--epochs",
+        "1",
+        "--set",
+        "pipeline.batch_size=64",
+        "--set",
+        "pipeline.drop_last=true",
+    ];
+    // 40 evaluation samples, batches of 64 with drop_last: evaluation ran no step and logged
+    // `accuracy: NaN`, and the best-model saver never saved, exit 0.
+    let out = run_in(&dir, &short);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stderr.trim(),
+        "error: the eval dataset has 40 samples, fewer than one batch of 64 with drop_last = true: epoch 1 would run no eval step (its metrics would be NaN); use a batch size of at most 40, drop_last = false, or set run.eval_steps_per_epoch"
+    );
+    assert!(
+        !dir.path().join("runs").exists(),
+        "a refused run writes nothing"
+    );
+    // Steps per epoch repeat the data to fill the batch: that evaluation has its step.
+    let mut filled = short.to_vec();
+    filled.extend(["--set", "run.eval_steps_per_epoch=1"]);
+    let out = run_in(&dir, &filled);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}

@@ -342,6 +342,18 @@ impl Estimator {
                 "the manifest has no dataset in any mode ([pipeline.data.train], .eval or .test): nothing to run".into(),
             ));
         }
+        // An epoch without a single batch is refused, not run as NaN metrics. Test runs
+        // once, on the last epoch's data.
+        let mut checked = vec![(Mode::Train, 1..=total), (Mode::Eval, 1..=total)];
+        if self.test {
+            checked.push((Mode::Test, total..=total));
+        }
+        for (mode, epochs) in checked {
+            let steps = self.system.steps_per_epoch(mode);
+            if let Some(problem) = self.pipeline.epoch_without_batches(mode, epochs, steps) {
+                return Err(Error::Usage(problem));
+            }
+        }
         if let Some(dir) = &self.log_dir {
             if dir.exists() && !dir.is_dir() {
                 return Err(Error::Usage(format!(

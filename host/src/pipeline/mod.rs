@@ -4,6 +4,7 @@
 pub mod build;
 mod collate;
 pub mod datasets;
+mod empty_epochs;
 pub mod formats;
 pub mod idx;
 pub mod loader;

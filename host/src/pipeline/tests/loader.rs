@@ -47,6 +47,38 @@ fn drop_last_decides_the_last_partial_batch() {
 }
 
 #[test]
+fn a_dataset_short_of_one_batch_with_drop_last_is_named() {
+    use fe_plugin_api::Mode;
+    let mut setup = Setup::new(3, 5, |_, _| Vec::new());
+    // Without drop_last the 3 samples are one partial batch.
+    assert_eq!(
+        setup
+            .pipeline
+            .epoch_without_batches(Mode::Train, 1..=2, None),
+        None
+    );
+    setup.pipeline.drop_last = true;
+    assert_eq!(
+        setup.pipeline.epoch_without_batches(Mode::Train, 1..=2, None).unwrap(),
+        "the train dataset has 3 samples, fewer than one batch of 5 with drop_last = true: epoch 1 would run no train step (its metrics would be NaN); use a batch size of at most 3, drop_last = false, or set run.train_steps_per_epoch"
+    );
+    // Steps per epoch repeat the data until the batches are full.
+    assert_eq!(
+        setup
+            .pipeline
+            .epoch_without_batches(Mode::Train, 1..=2, Some(4)),
+        None
+    );
+    // A mode without data has no empty epoch.
+    assert_eq!(
+        setup
+            .pipeline
+            .epoch_without_batches(Mode::Eval, 1..=2, None),
+        None
+    );
+}
+
+#[test]
 fn a_batch_op_overrides_batch_size_and_drop_last() {
     let spec = BatchSpec {
         batch_size: Some(4),
