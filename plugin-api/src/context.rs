@@ -194,7 +194,13 @@ pub struct StepContext<'a> {
 }
 
 impl StepContext<'static> {
-    /// A context for tests: training, epoch 1, step 1.
+    /// A context for tests: training, epoch 1, step 1. Struct update gives any other:
+    ///
+    /// ```
+    /// use fe_plugin_api::{Mode, StepContext};
+    /// let eval = StepContext { mode: Mode::Eval, epoch: 2, ..StepContext::for_tests() };
+    /// assert_eq!((eval.mode, eval.epoch, eval.global_step), (Mode::Eval, 2, 1));
+    /// ```
     pub fn for_tests() -> Self {
         Self {
             mode: Mode::Train,
