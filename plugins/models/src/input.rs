@@ -129,6 +129,35 @@ pub(crate) fn features(model: &str, x: &Tensor, features: i64) -> Result<()> {
     floating(model, x)
 }
 
+/// `Ok` for integer token ids below `vocab`, the rows of the model's embedding. Out of range,
+/// libtorch says only "index out of range in self" (on a GPU it asserts inside a kernel,
+/// which ends the process), so the first id past the vocabulary is named. The range is read
+/// on the CPU only: on a GPU reading it back would wait for the device at every step.
+pub(crate) fn token_ids(model: &str, tokens: &Tensor, vocab: i64) -> Result<()> {
+    if tokens.is_floating_point() {
+        return Err(Error::msg(format!(
+            "{model} takes integer token ids; got {:?} (shaped {:?})",
+            tokens.kind(),
+            tokens.size()
+        )));
+    }
+    if tokens.device() != fe_plugin_api::tch::Device::Cpu || tokens.numel() == 0 {
+        return Ok(());
+    }
+    let (low, high) = (
+        tokens.f_min()?.int64_value(&[]),
+        tokens.f_max()?.int64_value(&[]),
+    );
+    if low < 0 || high >= vocab {
+        let bad = if low < 0 { low } else { high };
+        return Err(Error::msg(format!(
+            "{model} (vocab = {vocab}) takes token ids from 0 to {}; got {bad}",
+            vocab - 1
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +220,25 @@ mod tests {
         unet.check(&Tensor::zeros([1, 1, 32, 48], float)).unwrap();
         let odd = message(unet.check(&Tensor::zeros([1, 1, 30, 48], float)));
         assert!(odd.contains("multiples of 16"), "{odd}");
+    }
+
+    #[test]
+    fn token_ids_must_be_integers_inside_the_vocabulary() {
+        let ids = |v: &[i64]| Tensor::from_slice(v).reshape([1, -1]);
+        token_ids("LSTMClassifier", &ids(&[0, 5, 63]), 64).unwrap();
+        let high = message(token_ids("LSTMClassifier", &ids(&[0, 64]), 64));
+        assert_eq!(
+            high,
+            "LSTMClassifier (vocab = 64) takes token ids from 0 to 63; got 64"
+        );
+        let low = message(token_ids("LSTMClassifier", &ids(&[-1, 3]), 64));
+        assert!(low.ends_with("got -1"), "{low}");
+        let float = message(token_ids(
+            "LSTMClassifier",
+            &Tensor::zeros([1, 2], (Kind::Float, Device::Cpu)),
+            64,
+        ));
+        assert!(float.contains("integer token ids"), "{float}");
     }
 
     #[test]

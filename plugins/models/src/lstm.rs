@@ -61,6 +61,7 @@ pub struct LstmClassifier {
     fc: Linear,
     hidden: i64,
     layers: i64,
+    vocab: i64,
     dropout: f64,
 }
 
@@ -111,6 +112,7 @@ impl LstmClassifier {
             weights,
             hidden: config.hidden,
             layers: config.layers,
+            vocab: config.vocab,
             dropout: config.dropout,
             vs,
         })
@@ -118,6 +120,7 @@ impl LstmClassifier {
 
     /// `tokens`: `[batch, length]` integer ids.
     pub(crate) fn run(&self, tokens: &Tensor, train: bool) -> Result<Tensor> {
+        crate::input::token_ids("LSTMClassifier", tokens, self.vocab)?;
         let size = tokens.size();
         let [batch, _] = size[..] else {
             return Err(Error::msg(format!(

@@ -159,6 +159,7 @@ pub struct Transformer {
     layers: Vec<EncoderLayer>,
     fc: Linear,
     max_len: i64,
+    vocab: i64,
     dropout: f64,
 }
 
@@ -199,6 +200,7 @@ impl Transformer {
                 .collect(),
             fc: Linear::new(&root / "fc", config.d_model, config.classes),
             max_len: config.max_len,
+            vocab: config.vocab,
             dropout: config.dropout,
             vs,
         })
@@ -206,6 +208,7 @@ impl Transformer {
 
     /// `tokens`: `[batch, length]` integer ids.
     pub(crate) fn run(&self, tokens: &Tensor, train: bool) -> Result<Tensor> {
+        crate::input::token_ids("TransformerClassifier", tokens, self.vocab)?;
         let size = tokens.size();
         let [_, length] = size[..] else {
             return Err(Error::msg(format!(
