@@ -39,7 +39,9 @@ impl Override {
     }
 
     /// Sets the value in `document`, creating missing tables on the way, and returns the path
-    /// it landed at with entry names resolved to indices (what validation problems carry).
+    /// it landed at with entry names resolved to indices (what validation problems carry) — or,
+    /// when it created tables, the first of them: everything under it is the override's, and
+    /// an unknown key there (`--set nope.key=1`) is reported at that table.
     pub fn apply(&self, document: &mut Table) -> Result<KeyPath, String> {
         let fail = |why: String| format!("--set {}: {why}", self.spec);
         let mut resolved = KeyPath::default();
@@ -48,7 +50,11 @@ impl Override {
             .split_last()
             .ok_or_else(|| fail("the key is empty".into()))?;
         let mut place = Place::Table(document);
+        let mut created_at = None;
         for seg in parents {
+            if created_at.is_none() && place.lacks(seg) {
+                created_at = Some(resolved.0.len() + 1);
+            }
             let next = place.descend(seg, &resolved).map_err(fail)?;
             resolved.0.push(next.1);
             place = next.0;
@@ -57,6 +63,9 @@ impl Override {
             .assign(last, self.value.clone(), &resolved)
             .map_err(fail)?;
         resolved.0.push(seg);
+        if let Some(depth) = created_at {
+            resolved.0.truncate(depth);
+        }
         Ok(resolved)
     }
 }
@@ -68,6 +77,11 @@ enum Place<'a> {
 }
 
 impl<'a> Place<'a> {
+    /// `true` when `seg` is a key this table does not have (descending creates it).
+    fn lacks(&self, seg: &Seg) -> bool {
+        matches!((self, seg), (Place::Table(table), Seg::Key(key)) if !table.contains_key(key))
+    }
+
     fn descend(self, seg: &Seg, at: &KeyPath) -> Result<(Place<'a>, Seg), String> {
         match (self, seg) {
             (Place::Table(table), Seg::Key(key)) => {
@@ -291,8 +305,13 @@ mod tests {
     #[test]
     fn missing_tables_are_created() {
         let mut doc = document();
-        set(&mut doc, "checkpoint.every_epochs=1").unwrap();
+        let at = set(&mut doc, "checkpoint.every_epochs=1").unwrap();
         assert_eq!(doc["checkpoint"]["every_epochs"], Value::Integer(1));
+        // The table it created is the override's: a problem anywhere in it (an unknown
+        // top-level key, say) names the --set, not the file.
+        assert_eq!(at, "checkpoint");
+        assert_eq!(set(&mut doc, "nope.deeper.key=1").unwrap(), "nope");
+        assert_eq!(set(&mut doc, "run.nope.key=1").unwrap(), "run.nope");
     }
 
     #[test]
