@@ -344,3 +344,57 @@ fn fused_adam_under_a_scaler_decides_on_the_device_and_the_unfused_path_on_the_h
         results[1]
     );
 }
+
+/// `lin` and `other` both read `x`; `mse_other` is computed from `other` alone.
+fn update_of_lin_on_others_loss(update: &str) -> String {
+    format!(
+        "{LINEAR}\n[[models]]\nname = \"other\"\narchitecture = \"MLP\"\ninputs = 3\nhidden = []\nclasses = 2\noptimizer = {{ type = \"adam\", lr = 0.1 }}\n\
+         [[network.ops]]\nop = \"ModelOp\"\nmodel = \"other\"\ninputs = \"x\"\noutputs = \"z\"\n\
+         [[network.ops]]\nop = \"MeanSquaredError\"\ninputs = [\"z\", \"y\"]\noutputs = \"mse_other\"\n{update}"
+    )
+}
+
+#[test]
+fn an_update_whose_loss_does_not_reach_its_model_is_refused_naming_op_model_and_loss() {
+    // The loss depends on a model, just not on the one updated: nothing would train `lin`
+    // and the run would finish with its starting weights (PyTorch refuses such a backward).
+    let cases = [
+        ("plain", "[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse_other\"\n"),
+        (
+            "deferred, after another model's update",
+            "[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"other\"\nloss = \"mse_other\"\n\
+             [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse_other\"\n",
+        ),
+        (
+            "merge_grad",
+            "[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse_other\"\nmerge_grad = 2\n",
+        ),
+        (
+            "given gradients computed by GradientOp",
+            "[[network.ops]]\nop = \"GradientOp\"\nfinals = \"mse_other\"\nmodel = \"lin\"\noutputs = \"g\"\n\
+             [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse_other\"\ngradients = \"g\"\n",
+        ),
+    ];
+    for (case, update) in cases {
+        let (mut network, keys) = build(&update_of_lin_on_others_loss(update)).unwrap();
+        let before = weights(&network);
+        let (x, y) = data(5);
+        let err = train_step(&mut network, &keys, &[("x", x), ("y", y)], 1)
+            .expect_err(&format!("{case}: an update that trains nothing must fail"));
+        let target = if case.starts_with("given") {
+            "finals `mse_other`"
+        } else {
+            "the loss `mse_other`"
+        };
+        assert!(
+            err.contains(&format!(
+                "{target} does not depend on any trainable parameter of model `lin`"
+            )),
+            "{case}: {err}"
+        );
+        assert!(err.contains("(network.ops["), "{case}: names the op: {err}");
+        for (a, b) in before.iter().zip(weights(&network)) {
+            assert!(a.equal(&b), "{case}: `lin` must not have moved");
+        }
+    }
+}

@@ -80,6 +80,8 @@ pub struct UpdateOp {
     pub gradients_input: bool,
     /// The model's loss key (what it trains on, or with given gradients what it logs).
     pub loss: crate::batch::KeyId,
+    /// The name of `loss`, for messages.
+    pub loss_name: String,
     /// The keys of given per-parameter gradients, for messages.
     pub gradient_keys: Vec<String>,
     /// Accumulation count.
@@ -166,7 +168,8 @@ impl UpdateOp {
             (true, [flat]) => (model.split_flat_gradients(flat)?, None),
             (true, many) => (self.per_parameter(model, many)?, None),
             (false, [loss, ..]) => {
-                let computed = loss_gradients(model, loss, retain_graph, overlap)?;
+                let computed =
+                    loss_gradients(model, (&self.loss_name, loss), retain_graph, overlap)?;
                 averaged = computed.averaged;
                 (computed.grads, computed.found_inf)
             }
@@ -304,7 +307,7 @@ struct LossGradients {
 /// the same overflow.
 fn loss_gradients(
     model: &mut ModelSlot,
-    loss: &Tensor,
+    (loss_key, loss): (&str, &Tensor),
     retain_graph: bool,
     overlap: bool,
 ) -> Result<LossGradients, String> {
@@ -314,16 +317,21 @@ fn loss_gradients(
         loss.f_mean(loss.kind()).map_err(crate::tch_message)?
     };
     if !loss.requires_grad() {
-        return Err(format!(
-            "the loss does not depend on any trainable parameter of model `{}` (is it computed from the model's output?)",
-            model.name
-        ));
+        return Err(unreached(&format!("the loss `{loss_key}`"), &model.name));
     }
     let scaled = match &model.scaler {
         Some(scaler) => scaler.scale_loss(&loss).map_err(crate::tch_message)?,
         None => loss,
     };
-    let backward = || gradients(&scaled, &model.params, retain_graph, &model.name);
+    // Checked on this rank's own gradients, before a data-parallel all-reduce fills the
+    // unreached ones with zeros; every rank builds the same graph, so every rank refuses.
+    let backward = || {
+        let grads = gradients(&scaled, &model.params, retain_graph, &model.name)?;
+        if reached_none(&grads) {
+            return Err(unreached(&format!("the loss `{loss_key}`"), &model.name));
+        }
+        Ok(grads)
+    };
     let (mut grads, averaged) = match (overlap, &model.sync, &mut model.overlap) {
         (true, Some(group), Some(hooked)) => {
             (group.average_during_backward(hooked, backward)?, true)
@@ -339,6 +347,24 @@ fn loss_gradients(
         found_inf,
         averaged,
     })
+}
+
+/// Whether a backward pass reached none of a model's trainable parameters: the target was
+/// computed from other models or constants only (PyTorch: "One of the differentiated Tensors
+/// appears to not have been used in the graph"). An update would then train nothing and the
+/// run would go on with the weights it started with. A definedness test per parameter, no
+/// device work, so it runs on every step. A model with no trainable parameter at all is left
+/// alone: nothing could reach it.
+fn reached_none(grads: &[Tensor]) -> bool {
+    !grads.is_empty() && grads.iter().all(|g| !g.defined())
+}
+
+/// The error for a target (`the loss `ce``, `finals `x``) that reaches no parameter of `model`.
+fn unreached(target: &str, model: &str) -> String {
+    format!(
+        "{target} does not depend on any trainable parameter of model `{model}`: none would receive a gradient \
+         (is it computed from the model's output?)"
+    )
 }
 
 /// `d sum(target) / d sources`, keeping the graph when `retain_graph`. Undefined gradients mean
@@ -387,6 +413,8 @@ pub struct GradientOp {
     pub model: Option<usize>,
     /// With a model: one output per trainable parameter rather than one flattened vector.
     pub per_parameter: bool,
+    /// The differentiated key, for messages.
+    pub finals: crate::batch::KeyId,
 }
 
 impl GradientOp {
@@ -394,6 +422,7 @@ impl GradientOp {
     pub fn forward(
         &self,
         models: &[ModelSlot],
+        finals: &str,
         inputs: &[&Tensor],
         retain_graph: bool,
     ) -> Result<Vec<Tensor>, String> {
@@ -404,6 +433,10 @@ impl GradientOp {
             Some(index) => {
                 let model = &models[index];
                 let grads = gradients(target, &model.params, retain_graph, &model.name)?;
+                // Zeros for every parameter would look like a converged model, not a mistake.
+                if reached_none(&grads) {
+                    return Err(unreached(&format!("finals `{finals}`"), &model.name));
+                }
                 if self.per_parameter {
                     return grads
                         .into_iter()

@@ -237,8 +237,9 @@ fn call(
         }
         OpKind::Gradient(gradient) => {
             let models = &*env.models;
+            let finals = env.keys.name(gradient.finals);
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                gradient.forward(models, inputs, flags.retain_graph)
+                gradient.forward(models, finals, inputs, flags.retain_graph)
             }));
             finish("GradientOp", outcome)
         }

@@ -264,6 +264,7 @@ impl Builder<'_> {
                     OpKind::Gradient(GradientOp {
                         model,
                         per_parameter,
+                        finals: keys.intern(&config.finals),
                     }),
                     &inputs,
                     &spec.outputs,
@@ -445,6 +446,7 @@ impl Builder<'_> {
             model,
             gradients_input,
             loss: keys.intern(&loss),
+            loss_name: loss.clone(),
             gradient_keys: if per_parameter {
                 gradient_keys
             } else {
