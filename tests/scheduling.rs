@@ -344,3 +344,77 @@ fn a_scheduled_dataset_evaluates_only_from_its_first_epoch() {
         .collect();
     assert_eq!(evaluated, [4, 6]);
 }
+
+/// Runs `manifest` from a file in `dir`, expecting a refusal at start (exit 2).
+fn refused(dir: &TempDir, manifest: &str) -> String {
+    let path = dir.write("m.toml", manifest);
+    run_failing(&["run", &path.to_string_lossy()], 2).stderr
+}
+
+const LR_SCHEDULER: &str = r#"
+[[traces]]
+trace = "LRScheduler"
+model = "lenet"
+lr = { schedule = "exponential", init_lr = 0.2, gamma = 0.5, by = "epoch" }
+"#;
+
+const PLATEAU: &str = r#"
+[[traces]]
+trace = "ReduceLROnPlateau"
+model = "lenet"
+patience = 1
+"#;
+
+const SCHEDULED_LR: &str =
+    "{ type = \"sgd\", lr = { schedule = \"exponential\", init_lr = 0.1, gamma = 0.9 } }";
+
+#[test]
+fn two_sources_of_one_models_learning_rate_are_refused_naming_both() {
+    // Each source sets the optimizer's rate itself: the later overwrites the earlier, so one
+    // of them was silently ignored (an LRScheduler trace beside an optimizer schedule).
+    let run = "epochs = 2\ntrain_steps_per_epoch = 2\neval_steps_per_epoch = 1";
+    let dir = TempDir::new("lr-sources");
+    let err = refused(
+        &dir,
+        &manifest(run, "32", SCHEDULED_LR, CROSS_ENTROPY, LR_SCHEDULER),
+    );
+    assert_contains!(
+        err,
+        "traces[0]: model `lenet` would take its learning rate from both the schedule in models[0].optimizer.lr and LRScheduler (traces[0]) in epoch 1"
+    );
+    let two = format!("{LR_SCHEDULER}{LR_SCHEDULER}");
+    let err = refused(&dir, &manifest(run, "32", "\"sgd\"", CROSS_ENTROPY, &two));
+    assert_contains!(
+        err,
+        "traces[1]: model `lenet` would take its learning rate from both LRScheduler (traces[0]) and LRScheduler (traces[1]) in epoch 1"
+    );
+    // Apart in time, they do not meet: the trace from epoch 2, the fixed rate before.
+    let later = LR_SCHEDULER.replace(
+        "trace = \"LRScheduler\"",
+        "[traces.epoch.2]\ntrace = \"LRScheduler\"",
+    );
+    let optimizer = "{ epoch = { 1 = { type = \"sgd\", lr = { schedule = \"exponential\", init_lr = 0.1, gamma = 0.9 } }, 2 = { type = \"sgd\", lr = 0.1 } } }";
+    summary(&dir, &manifest(run, "32", optimizer, CROSS_ENTROPY, &later));
+}
+
+#[test]
+fn reduce_lr_on_plateau_over_a_schedule_is_refused() {
+    // The schedule sets the rate again before the next step: the reduced rate would be
+    // logged, never applied, and the finish line would show a rate never used.
+    let run = "epochs = 2\ntrain_steps_per_epoch = 2\neval_steps_per_epoch = 1";
+    let dir = TempDir::new("lr-plateau-schedule");
+    let err = refused(
+        &dir,
+        &manifest(run, "32", SCHEDULED_LR, CROSS_ENTROPY, PLATEAU),
+    );
+    assert_contains!(
+        err,
+        "traces[0]: ReduceLROnPlateau (traces[0]) cannot reduce the learning rate of model `lenet`: in epoch 1 it follows the schedule in models[0].optimizer.lr, which sets it again before every step"
+    );
+    let both = format!("{LR_SCHEDULER}{PLATEAU}");
+    let err = refused(&dir, &manifest(run, "32", "\"sgd\"", CROSS_ENTROPY, &both));
+    assert_contains!(
+        err,
+        "ReduceLROnPlateau (traces[1]) cannot reduce the learning rate of model `lenet`: in epoch 1 it follows LRScheduler (traces[0]), which sets it again before every epoch"
+    );
+}

@@ -5,6 +5,7 @@
 use serde::Deserialize;
 
 use super::data::Logged;
+use super::lr_sources::{How, LrControl};
 use super::traces::{Cx, HostTrace};
 use crate::error::Result;
 use crate::network::Network;
@@ -65,6 +66,14 @@ impl LrScheduler {
 impl HostTrace for LrScheduler {
     fn output_names(&self) -> Vec<String> {
         vec![self.log_key.clone()]
+    }
+
+    fn lr_control(&self) -> Option<LrControl> {
+        // The optimizer's own schedule is counted from the optimizer (see `lr_sources`).
+        self.schedule.as_ref().map(|schedule| LrControl {
+            model: self.model,
+            how: How::Schedule(schedule.by()),
+        })
     }
 
     fn on_epoch_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
@@ -204,6 +213,13 @@ impl ReduceLrOnPlateau {
 impl HostTrace for ReduceLrOnPlateau {
     fn input_names(&self) -> Vec<String> {
         vec![self.metric.clone()]
+    }
+
+    fn lr_control(&self) -> Option<LrControl> {
+        Some(LrControl {
+            model: self.model,
+            how: How::Plateau,
+        })
     }
 
     fn output_names(&self) -> Vec<String> {

@@ -9,6 +9,7 @@ mod epoch;
 pub mod essential;
 pub mod host_traces;
 pub mod io_traces;
+pub mod lr_sources;
 pub mod lr_traces;
 mod metric_state;
 pub mod order;
@@ -150,11 +151,11 @@ impl Estimator {
             ));
         }
         // A learning rate written as a schedule in the optimizer is applied like FastEstimator's
-        // LRScheduler trace.
+        // LRScheduler trace, labelled with where the manifest writes it.
         for (index, model) in network.models.iter().enumerate() {
             if model.optimizers.iter().any(|o| o.lr_schedule.is_some()) {
                 all.push(TraceSlot::host(
-                    &format!("LRScheduler ({}.optimizer.lr)", model.name),
+                    &format!("LRScheduler (models[{index}].optimizer.lr)"),
                     ModeFilter::only(Mode::Train),
                     Box::new(LrScheduler::new(&network, index, None)),
                 ));

@@ -95,6 +95,10 @@ pub trait HostTrace {
     fn flush(&mut self) -> Result<()> {
         Ok(())
     }
+    /// The model whose learning rate it sets, and how (see [`super::lr_sources`]).
+    fn lr_control(&self) -> Option<super::lr_sources::LrControl> {
+        None
+    }
     /// Whether it may set `stop_training` in a batch hook. A data-parallel run agrees on such
     /// a stop after every training step with a collective of its own; without one, the ranks
     /// agree on signals inside the gradient all-reduce and save that round trip.
@@ -329,6 +333,7 @@ pub fn build_traces(
     keys: &mut Keys,
 ) -> Result<Vec<TraceSlot>> {
     let mut traces = Vec::new();
+    let mut paths = Vec::new();
     for (spec, epochs) in manifest.traces.iter().flat_map(Scheduled::variants) {
         let mut trace = match super::host_traces::builtin(&spec.name) {
             Some(builtin) => super::host_traces::build(builtin, manifest, network, keys, spec)?,
@@ -336,7 +341,9 @@ pub fn build_traces(
         };
         trace.epochs = epochs;
         traces.push(trace);
+        paths.push(spec.path.clone());
     }
+    super::lr_sources::check(manifest, network, &paths, &traces)?;
     Ok(traces)
 }
 

@@ -65,6 +65,8 @@ pub struct OptimizerSlot {
     pub epochs: InForce,
     /// How the manifest describes it (`sgd { lr = 0.1 }`), for logs.
     pub summary: String,
+    /// Where the manifest writes it (`models[0].optimizer`, `models[0].optimizer.epoch.3`).
+    pub path: crate::manifest::KeyPath,
 }
 
 /// What a model is made of when it is created.

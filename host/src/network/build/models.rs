@@ -62,6 +62,7 @@ pub(super) fn build_model(
                 lr_schedule: configured.lr_schedule,
                 epochs,
                 summary: describe_table(table),
+                path,
             });
         }
     }
