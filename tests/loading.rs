@@ -216,6 +216,33 @@ fn pinned_sha256_mismatch_refuses_the_plugin() {
 }
 
 #[test]
+fn a_pin_naming_no_plugin_file_is_refused_listing_the_files_found() {
+    // A misspelt pin matched nothing and was silently accepted: pinning was off.
+    let dir = TempDir::new("pin-typo");
+    let manifest = dir.write(
+        "m.toml",
+        &format!(
+            "[plugins]\nsha256 = {{ \"libfe_losss.so\" = \"{}\" }}\n[pipeline]\nbatch_size = 1\n",
+            "0".repeat(64)
+        ),
+    );
+    for command in ["list", "show"] {
+        let mut args = vec!["plugins", command];
+        if command == "show" {
+            args.push("CrossEntropy");
+        }
+        let path = manifest.to_string_lossy();
+        args.extend(["--manifest", &path]);
+        let out = run_failing(&args, 3);
+        assert_contains!(
+            out.stderr,
+            "[plugins] sha256 pins `libfe_losss.so`, but no plugin file on the search path is called that (files found: "
+        );
+        assert_contains!(out.stderr, "libfe_losses.so");
+    }
+}
+
+#[test]
 fn pinned_sha256_match_loads() {
     let dir = TempDir::new("pinned-ok");
     let hash = fe_host::plugins::sha256_file(&plugin_dir().join("libfe_models.so")).expect("hash");

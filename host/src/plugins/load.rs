@@ -89,6 +89,10 @@ pub fn load_all_listing(entries: &[SearchEntry], pins: &BTreeMap<String, String>
         searched: entries.to_vec(),
         ..PluginSet::default()
     };
+    let names: Vec<String> = found
+        .iter()
+        .filter_map(|c| c.path.file_name()?.to_str().map(str::to_owned))
+        .collect();
     let host = host_build_info();
     for candidate in found {
         match load_one(&candidate, &host, pins) {
@@ -102,8 +106,28 @@ pub fn load_all_listing(entries: &[SearchEntry], pins: &BTreeMap<String, String>
             }
         }
     }
+    problems.extend(unmatched_pins(pins, &names));
     set.refused = problems;
     set
+}
+
+/// A pin whose file name no file on the search path has checks nothing: a typo in it would
+/// silently turn integrity pinning off for the file meant.
+fn unmatched_pins(pins: &BTreeMap<String, String>, found: &[String]) -> Vec<String> {
+    let listing = if found.is_empty() {
+        "none".to_owned()
+    } else {
+        found.join(", ")
+    };
+    pins.keys()
+        .filter(|pin| !found.contains(pin))
+        .map(|pin| {
+            format!(
+                "[plugins] sha256 pins `{pin}`, but no plugin file on the search path is called that \
+                 (files found: {listing}); a pin that matches no file checks nothing"
+            )
+        })
+        .collect()
 }
 
 enum Skip {
