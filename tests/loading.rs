@@ -243,6 +243,55 @@ fn a_pin_naming_no_plugin_file_is_refused_listing_the_files_found() {
 }
 
 #[test]
+fn a_missing_component_with_plugin_files_that_failed_to_load_is_a_plugin_problem() {
+    // Damaged files in a plugin directory were skipped quietly and a component they may have
+    // provided was reported as a manifest mistake (exit 2).
+    let dir = TempDir::new("damaged");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).expect("mkdir");
+    std::fs::write(plugins.join("libempty.so"), b"").expect("write");
+    let losses = std::fs::read(plugin_dir().join("libfe_losses.so")).expect("read");
+    std::fs::write(plugins.join("libtrunc.so"), &losses[..4096]).expect("write");
+    let manifest = dir.write(
+        "m.toml",
+        "[plugins]\npaths = [\"plugins\"]\n[pipeline]\nbatch_size = 1\n[pipeline.data.train]\ntype = \"NoSuchData\"\n",
+    );
+    let out = run_failing(&["run", &manifest.to_string_lossy()], 3);
+    assert_contains!(out.stderr, "unknown dataset `NoSuchData`");
+    for file in ["libempty.so", "libtrunc.so"] {
+        assert_contains!(
+            out.stderr,
+            format!(
+                "note: {} could not be loaded: ",
+                plugins.join(file).display()
+            )
+        );
+    }
+    let out = run_failing(
+        &[
+            "plugins",
+            "show",
+            "NoSuchOp",
+            "--plugin-dir",
+            &plugins.to_string_lossy(),
+        ],
+        3,
+    );
+    assert_contains!(
+        out.stderr,
+        format!(
+            "note: {} could not be loaded: ",
+            plugins.join("libempty.so").display()
+        )
+    );
+    // Without damaged files, an unknown name stays a manifest mistake.
+    std::fs::remove_file(plugins.join("libempty.so")).expect("rm");
+    std::fs::remove_file(plugins.join("libtrunc.so")).expect("rm");
+    let out = run_failing(&["run", &manifest.to_string_lossy()], 2);
+    assert_contains!(out.stderr, "unknown dataset `NoSuchData`");
+}
+
+#[test]
 fn pinned_sha256_match_loads() {
     let dir = TempDir::new("pinned-ok");
     let hash = fe_host::plugins::sha256_file(&plugin_dir().join("libfe_models.so")).expect("hash");

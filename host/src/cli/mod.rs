@@ -254,9 +254,14 @@ fn show_plugin_component(name: &str, manifest: Option<PathBuf>, plugins: PluginA
             let hint = crate::plugins::show::suggest(&registry, name)
                 .map(|close| format!("; did you mean `{close}`?"))
                 .unwrap_or_else(|| "; `fe-host plugins list` shows every component".to_owned());
-            Err(Error::Usage(format!(
-                "no component is called `{name}`{hint}"
-            )))
+            let notes = crate::plugins::create::plugin_notes(&registry.plugins);
+            let message = format!("no component is called `{name}`{hint}{notes}");
+            // As in `run`: a file that failed to load may be the plugin meant to provide it.
+            if registry.plugins.skipped.is_empty() {
+                Err(Error::Usage(message))
+            } else {
+                Err(Error::Plugins(vec![message]))
+            }
         }
     }
 }

@@ -111,12 +111,20 @@ pub fn unknown_component(
         }
     };
     let notes = plugin_notes(&registry.plugins);
-    manifest.error_at(path, format!("unknown {kind} `{name}`{hint}{notes}"))
+    let error = manifest.error_at(path, format!("unknown {kind} `{name}`{hint}{notes}"));
+    // A plugin file that failed to load may be the one meant to provide it: then this is a
+    // plugin problem (exit 3), not a mistake in the manifest.
+    match error {
+        Error::Manifest(message) if !registry.plugins.skipped.is_empty() => {
+            Error::Plugins(vec![message])
+        }
+        other => other,
+    }
 }
 
 /// What may explain a component nothing provides: plugin files that were found but could not
 /// be loaded, or, when no plugin loaded at all, where fe-host looked.
-fn plugin_notes(plugins: &PluginSet) -> String {
+pub fn plugin_notes(plugins: &PluginSet) -> String {
     let mut notes = String::new();
     for (path, reason) in &plugins.skipped {
         notes.push_str(&format!(
