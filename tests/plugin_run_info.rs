@@ -118,17 +118,38 @@ fn plugins_show_prints_declared_fields_with_types_defaults_and_docs() {
 
 #[test]
 fn plugins_show_says_when_a_component_declares_nothing_and_refuses_unknown_names() {
-    // The test fixture declares no fields; built-ins have no declarations either.
+    // The test fixture declares no fields.
     let out = run(&["plugins", "show", "Panic"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "  no field declarations\n");
-    let out = run(&["plugins", "show", "UpdateOp"]);
-    assert_contains!(out.stdout, "UpdateOp: tensor-op from fe-host (built in)");
     let out = run_failing(&["plugins", "show", "FocalLos"], 2);
     assert_text_eq!(
         out.stderr,
         "error: no component is called `FocalLos`; did you mean `FocalLoss`?\n"
     );
+}
+
+#[test]
+fn plugins_show_documents_the_built_ins_fields() {
+    // Built-ins showed "no field declarations": GradientOp's required `finals` was
+    // documented nowhere.
+    let out = run(&["plugins", "show", "GradientOp"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_contains!(out.stdout, "GradientOp: tensor-op from fe-host (built in)");
+    assert_contains!(out.stdout, "  fields:\n    finals  string  required");
+    assert_contains!(out.stdout, "    model   string  default none");
+    let out = run(&["plugins", "show", "UpdateOp"]);
+    assert_contains!(out.stdout, "    merge_grad  integer");
+    let out = run(&["plugins", "show", "Timer"]);
+    assert_contains!(out.stdout, "  no configuration fields\n");
+    for name in ["ReduceLROnPlateau", "Repeat", "idx", "BestModelSaver"] {
+        let out = run(&["plugins", "show", name]);
+        assert!(
+            out.stdout.contains("  fields:\n") && !out.stdout.contains("no field declarations"),
+            "{name}: {}",
+            out.stdout
+        );
+    }
 }
 
 #[test]

@@ -31,7 +31,15 @@ pub fn load_manifest_registry(
 
 /// Indexes the components of `plugins` with the host's built-ins.
 pub fn registry(plugins: PluginSet) -> Result<Registry> {
-    Registry::new(plugins, builtins()).map_err(Error::Plugins)
+    let builtins = builtins()
+        .into_iter()
+        .map(|info| {
+            let fields =
+                crate::builtin_fields::fields(info.kind, info.name.as_str()).unwrap_or(&[]);
+            (info, fields)
+        })
+        .collect();
+    Registry::new(plugins, builtins).map_err(Error::Plugins)
 }
 
 fn builtin(kind: ComponentKind, name: &str, doc: &str, default_mode: &str) -> ComponentInfo {
@@ -139,5 +147,22 @@ mod tests {
         assert!(names(ComponentKind::NumpyOp).contains(&"Batch".to_owned()));
         assert!(names(ComponentKind::TensorOp).contains(&"UpdateOp".to_owned()));
         assert!(!names(ComponentKind::Trace).is_empty());
+    }
+
+    #[test]
+    fn every_built_in_declares_its_fields() {
+        // `plugins show` is the reference of a component; a built-in without declarations
+        // showed "no field declarations", and GradientOp's required `finals` was documented
+        // nowhere.
+        let undeclared: Vec<String> = builtins()
+            .into_iter()
+            .filter(|c| crate::builtin_fields::fields(c.kind, c.name.as_str()).is_none())
+            .map(|c| format!("{} {}", c.kind, c.name))
+            .collect();
+        assert!(undeclared.is_empty(), "undeclared: {undeclared:?}");
+        let gradient = crate::builtin_fields::fields(ComponentKind::TensorOp, "GradientOp");
+        assert!(
+            gradient.is_some_and(|f| f.iter().any(|f| f.name == "finals" && f.default.is_none()))
+        );
     }
 }

@@ -9,6 +9,7 @@
 //! everything else lives here.
 
 pub mod batch;
+pub mod builtin_fields;
 pub mod checkpoint;
 pub mod cli;
 pub mod components;

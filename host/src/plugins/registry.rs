@@ -6,9 +6,12 @@ use abi_stable::std_types::{RResult, RStr};
 use fe_plugin_api::ffi::{
     DatasetBox, ModelBox, NumpyOpBox, PluginModRef, SlicerBox, TensorOpBox, TraceBox,
 };
-use fe_plugin_api::{ComponentInfo, ComponentKind, CreateContext, PluginError};
+use fe_plugin_api::{ComponentInfo, ComponentKind, CreateContext, Field, PluginError};
 
 use super::load::PluginSet;
+
+/// A plugin component's fields are asked from its plugin, not kept here.
+const NO_FIELDS: &[Field] = &[];
 
 /// Who provides a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +29,8 @@ pub struct Entry {
     pub provider: Provider,
     /// Its description.
     pub info: ComponentInfo,
+    /// A built-in's configuration fields (a plugin's are asked from the plugin).
+    pub builtin_fields: &'static [Field],
 }
 
 /// The components of the host and of every loaded plugin.
@@ -39,12 +44,15 @@ impl Registry {
     /// Indexes `builtins` (the components fe-host provides itself, which the layers that
     /// implement them hand in, from the top of the crate) and every plugin's components; a name
     /// provided twice for the same kind is a problem naming both providers.
-    pub fn new(plugins: PluginSet, builtins: Vec<ComponentInfo>) -> Result<Self, Vec<String>> {
+    pub fn new(
+        plugins: PluginSet,
+        builtins: Vec<(ComponentInfo, &'static [Field])>,
+    ) -> Result<Self, Vec<String>> {
         let mut entries: BTreeMap<(ComponentKind, String), Entry> = BTreeMap::new();
         let mut problems = Vec::new();
         let sources = builtins
             .into_iter()
-            .map(|info| (Provider::Builtin, info))
+            .map(|(info, fields)| (Provider::Builtin, info, fields))
             .chain(
                 plugins
                     .plugins
@@ -55,10 +63,10 @@ impl Registry {
                             .components
                             .iter()
                             .cloned()
-                            .map(move |info| (Provider::Plugin(index), info))
+                            .map(move |info| (Provider::Plugin(index), info, NO_FIELDS))
                     }),
             );
-        for (provider, info) in sources {
+        for (provider, info, builtin_fields) in sources {
             let key = (info.kind, info.name.to_string());
             if let Some(existing) = entries.get(&key) {
                 problems.push(format!(
@@ -70,7 +78,14 @@ impl Registry {
                 ));
                 continue;
             }
-            entries.insert(key, Entry { provider, info });
+            entries.insert(
+                key,
+                Entry {
+                    provider,
+                    info,
+                    builtin_fields,
+                },
+            );
         }
         if problems.is_empty() {
             Ok(Self { plugins, entries })

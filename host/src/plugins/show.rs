@@ -86,7 +86,7 @@ enum Declared {
 
 fn declared(registry: &Registry, entry: &Entry) -> Declared {
     let Provider::Plugin(index) = entry.provider else {
-        return Declared::NotByThisComponent;
+        return Declared::Fields(entry.builtin_fields.iter().map(FieldInfo::from).collect());
     };
     let Some(plugin) = registry.plugins.plugins.get(index) else {
         return Declared::NotByThisComponent;
