@@ -1,6 +1,7 @@
 //! `fe-host logs`: plot runs from their logs; a versioned root (`runs/lenet`) stands for its
 //! latest version, or the one `--version` names, and `--list` shows its versions.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -166,20 +167,29 @@ fn describe(dir: &Path) -> Result<String> {
     }
     let rows = crate::report::jsonl::read_jsonl_rows(&log)?;
     let (mut epoch, mut step) = (0, 0);
-    let mut best: Option<(String, f64)> = None;
+    // BestModelSaver logs `min_<metric>` / `max_<metric>`: the best value so far.
+    let mut tracked: BTreeMap<String, f64> = BTreeMap::new();
+    let mut trained_on: BTreeSet<String> = BTreeSet::new();
     for row in &rows {
         let JsonlRow::Epoch(row) = row else { continue };
         if row.mode == "train" {
             epoch = epoch.max(row.epoch);
+            trained_on.extend(row.values.keys().cloned());
         }
         step = step.max(row.step);
-        // BestModelSaver logs `min_<metric>` / `max_<metric>`: the best value so far.
         for (key, value) in &row.values {
             if key.starts_with("min_") || key.starts_with("max_") {
-                best = Some((key.clone(), *value));
+                tracked.insert(key.clone(), *value);
             }
         }
     }
+    // As the run's own "best:" line chooses: a tracked metric before a tracked loss (losses
+    // are what training logs too), the first by name among equals.
+    let best = tracked
+        .iter()
+        .find(|(key, _)| !trained_on.contains(&key[4..]))
+        .or_else(|| tracked.iter().next())
+        .map(|(key, value)| (key.clone(), *value));
     let best = match best {
         Some((key, value)) => {
             let (direction, metric) = key.split_at(3);
@@ -222,5 +232,35 @@ mod tests {
     fn start_times_read_as_dates() {
         assert_eq!(readable_time("20261125-120102"), "2026-11-25 12:01:02 UTC");
         assert_eq!(readable_time("soon"), "soon");
+    }
+
+    #[test]
+    fn the_best_listed_is_the_one_the_runs_own_best_line_names() {
+        let dir = crate::report::test_dir::TestDir::new("logs-best");
+        let log = [
+            r#"{"mode":"train","epoch":1,"step":10,"values":{"ce":2.4}}"#,
+            r#"{"mode":"eval","epoch":1,"step":10,"values":{"accuracy":0.1,"ce":2.3,"max_accuracy":0.1,"min_ce":2.3}}"#,
+            r#"{"mode":"train","epoch":2,"step":20,"values":{"ce":2.2}}"#,
+            r#"{"mode":"eval","epoch":2,"step":20,"values":{"accuracy":0.05,"ce":2.309,"max_accuracy":0.1,"min_ce":2.3}}"#,
+        ];
+        std::fs::write(
+            dir.path().join(crate::estimator::LOG_FILE),
+            log.join("\n") + "\n",
+        )
+        .unwrap();
+        // Two BestModelSavers: the metric, not the loss (which training logs too), as the
+        // run's "best: accuracy 0.1 (highest)" line says; a loss only when nothing else is.
+        let listed = describe(dir.path()).unwrap();
+        assert!(
+            listed.ends_with("reached epoch 2, step 20; best accuracy 0.1 (max)"),
+            "{listed}"
+        );
+        let only_loss = log.map(|row| row.replace(r#","max_accuracy":0.1"#, ""));
+        std::fs::write(
+            dir.path().join(crate::estimator::LOG_FILE),
+            only_loss.join("\n") + "\n",
+        )
+        .unwrap();
+        assert!(describe(dir.path()).unwrap().ends_with("best ce 2.3 (min)"));
     }
 }
