@@ -68,6 +68,25 @@ fn class_list<'de, D: Deserializer<'de>>(
     Ok(Some(classes))
 }
 
+/// Top-level directories with no files anywhere below them: not classes, by FastEstimator's
+/// rule, though a user may have meant them as classes yet to be filled.
+pub(super) fn classless(
+    top_level: &[String],
+    found: &BTreeMap<String, Vec<String>>,
+) -> Vec<String> {
+    let mut empty: Vec<String> = top_level
+        .iter()
+        .filter(|dir| {
+            !found
+                .keys()
+                .any(|class| class == *dir || class.starts_with(&format!("{dir}/")))
+        })
+        .cloned()
+        .collect();
+    empty.sort();
+    empty
+}
+
 /// The files of a class-per-directory tree.
 pub struct FolderSource {
     keys: Vec<String>,
@@ -90,6 +109,7 @@ impl FolderSource {
         });
         let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut subdirectories = 0usize;
+        let mut top_level: Vec<String> = Vec::new();
         let mut pending: Vec<String> = vec![String::new()];
         while let Some(relative) = pending.pop() {
             let here = if relative.is_empty() {
@@ -105,6 +125,9 @@ impl FolderSource {
                 };
                 if is_dir {
                     subdirectories += 1;
+                    if relative.is_empty() {
+                        top_level.push(name.clone());
+                    }
                     pending.push(child);
                 } else if !relative.is_empty()
                     && suffix
@@ -137,7 +160,23 @@ impl FolderSource {
                 }
                 classes.clone()
             }
-            None => found.keys().cloned().collect(),
+            None => {
+                let empty = classless(&top_level, &found);
+                if !empty.is_empty() {
+                    // FastEstimator's rule (a class is a folder with files) shifts the labels of
+                    // every class after an empty one, and a train and an eval folder that differ
+                    // in which are empty then disagree on labels without a sign.
+                    eprintln!(
+                        "warning: {}: {} hold{} no files, so {} no class and the labels count only the {} folders that do; list `classes` to fix the labels",
+                        root.display(),
+                        empty.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", "),
+                        if empty.len() == 1 { "s" } else { "" },
+                        if empty.len() == 1 { "it is" } else { "they are" },
+                        found.len()
+                    );
+                }
+                found.keys().cloned().collect()
+            }
         };
         let root_text = root.to_str().ok_or_else(|| {
             Error::data(

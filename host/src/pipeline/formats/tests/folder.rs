@@ -198,3 +198,20 @@ fn links_to_files_count_and_links_to_directories_are_not_followed() {
         .collect();
     assert_eq!(files, ["d/a/link.png", "d/a/real.png"]);
 }
+
+#[test]
+fn top_level_folders_without_files_are_named_as_no_class() {
+    use super::super::folder::classless;
+    let found: std::collections::BTreeMap<String, Vec<String>> = [
+        ("cat".to_owned(), vec!["cat/1.png".to_owned()]),
+        (
+            "dog/puppies".to_owned(),
+            vec!["dog/puppies/2.png".to_owned()],
+        ),
+    ]
+    .into();
+    let top = ["cat", "dog", "bird", "ant"].map(String::from);
+    // `dog` holds files only below it, which makes it no empty folder.
+    assert_eq!(classless(&top, &found), ["ant", "bird"]);
+    assert!(classless(&top[..2], &found).is_empty());
+}
