@@ -496,6 +496,20 @@ fn files_that_are_not_torchscript_and_keys_forward_does_not_take_are_refused() {
         out.stderr,
         "2 output key(s) given, but forward(x: Tensor) -> Tensor gives 1"
     );
+    // `outputs` in the model's table picks dict entries; beside a forward returning a Tensor
+    // it was ignored without a word.
+    let dict_names = text.replace("file = \"net.pt\"", "file = \"net.pt\"\noutputs = [\"a\"]");
+    let path = dir.write("names.toml", &dict_names);
+    let out = run_failing(&["run", &path.to_string_lossy()], 2);
+    assert_contains!(out.stderr, "models[0].outputs");
+    assert_contains!(
+        out.stderr,
+        "models[0].outputs: names entries of a dict, but"
+    );
+    assert_contains!(
+        out.stderr,
+        "net.pt's forward returns a Tensor: drop `outputs`"
+    );
 }
 
 #[test]

@@ -109,6 +109,33 @@ fn torchscript_model(
             format!("{}: {why}", file.display()),
         )
     })?;
+    use crate::network::torchscript::Returns;
+    match (&model.signature().returns, &settings.outputs) {
+        (Returns::Tensor | Returns::Tuple(_) | Returns::List, Some(_)) => {
+            return Err(manifest.error_at(
+                &config.path.key("outputs"),
+                format!(
+                    "names entries of a dict, but {}'s forward returns {}: drop `outputs` (the ModelOp's outputs name what forward returns)",
+                    file.display(),
+                    match model.signature().returns {
+                        Returns::Tensor => "a Tensor".to_owned(),
+                        Returns::Tuple(n) => format!("a tuple of {n} tensors"),
+                        _ => "a list of tensors".to_owned(),
+                    }
+                ),
+            ))
+        }
+        (Returns::Dict, None) => {
+            return Err(manifest.error_at(
+                &config.path.key("file"),
+                format!(
+                    "{}'s forward returns a Dict[str, Tensor]: name the entries to take with `outputs = [...]` in the model's table",
+                    file.display()
+                ),
+            ))
+        }
+        _ => {}
+    }
     let variables = model.named_variables().map_err(|why| {
         manifest.error_at(
             &config.path.key("file"),
