@@ -195,7 +195,12 @@ const REDUCE_LR: &[Field] = &[
 ];
 
 const EARLY_STOPPING: &[Field] = &[
-    Field::optional("monitor", "string", "\"loss\"", "The value watched"),
+    Field::optional(
+        "monitor",
+        "string",
+        "the loss the UpdateOps train on",
+        "The value watched (with several losses, name one)",
+    ),
     Field::optional(
         "min_delta",
         "float",
