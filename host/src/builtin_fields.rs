@@ -27,6 +27,21 @@ const GRADIENT_OP: &[Field] = &[
 
 const NO_FIELDS: &[Field] = &[];
 
+/// The op `Sometimes` and `Repeat` wrap.
+const WRAP: Field = Field::required(
+    "wrap",
+    "table",
+    "The wrapped op, written as a [[...ops]] entry",
+);
+
+/// What both model savers save, and where.
+const SAVED_MODEL: Field = Field::required("model", "string", "The model to save");
+const SAVE_DIR: Field = Field::required(
+    "save_dir",
+    "path",
+    "Where to save it (relative to the manifest, or moved into the run's version)",
+);
+
 const SOMETIMES: &[Field] = &[
     Field::optional(
         "prob",
@@ -34,11 +49,7 @@ const SOMETIMES: &[Field] = &[
         "0.5",
         "Probability of running the wrapped op in a step",
     ),
-    Field::required(
-        "wrap",
-        "table",
-        "The wrapped op, written as a [[...ops]] entry",
-    ),
+    WRAP,
 ];
 
 const ONE_OF_OR_FUSE: &[Field] = &[Field::required(
@@ -48,7 +59,7 @@ const ONE_OF_OR_FUSE: &[Field] = &[Field::required(
 )];
 
 const REPEAT: &[Field] = &[
-    Field::required("wrap", "table", "The wrapped op, written as a [[...ops]] entry"),
+    WRAP,
     Field::optional("repeat", "integer", "none", "Run it this many times (or use `while`)"),
     Field::optional("while", "{ key, compare, value, reduce }", "none", "Keep running while `reduce`(key) `compare` value holds (lt le gt ge eq ne; reduce sum mean min max any all, default max)"),
     Field::optional("max_iter", "integer", "none", "Upper bound on runs with `while`"),
@@ -235,12 +246,8 @@ const TERMINATE_ON_NAN: &[Field] = &[Field::optional(
 )];
 
 const BEST_MODEL_SAVER: &[Field] = &[
-    Field::required("model", "string", "The model to save"),
-    Field::required(
-        "save_dir",
-        "path",
-        "Where to save it (relative to the manifest, or moved into the run's version)",
-    ),
+    SAVED_MODEL,
+    SAVE_DIR,
     Field::optional(
         "metric",
         "string",
@@ -262,12 +269,8 @@ const BEST_MODEL_SAVER: &[Field] = &[
 ];
 
 const MODEL_SAVER: &[Field] = &[
-    Field::required("model", "string", "The model to save"),
-    Field::required(
-        "save_dir",
-        "path",
-        "Where to save it (relative to the manifest, or moved into the run's version)",
-    ),
+    SAVED_MODEL,
+    SAVE_DIR,
     Field::optional("frequency", "integer", "1", "Save every N-th epoch"),
     Field::optional(
         "max_to_keep",
