@@ -8,6 +8,16 @@ use fe_host::report::{read_csv, read_events, read_jsonl};
 
 use crate::util::{fe_host, lenet_manifest, run, run_with_summary, steps, TempDir};
 
+/// The names of the files in `dir`, sorted.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// LeNet learning for two epochs, then frozen (SGD with lr 0), so the evaluation loss stops
 /// improving from epoch 3 on, exactly.
 fn plateau_manifest(epochs: u32, extra: &str) -> String {
@@ -575,11 +585,7 @@ fn model_saver_saves_every_frequency_epochs_and_keeps_the_newest() {
         &weights.to_string_lossy(),
     ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let mut names: Vec<String> = std::fs::read_dir(&saves)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = file_names(&saves);
     assert_eq!(
         names,
         ["lenet_epoch_2.safetensors", "lenet_epoch_3.safetensors"]
@@ -605,10 +611,7 @@ fn model_saver_saves_every_frequency_epochs_and_keeps_the_newest() {
     let path = dir.write("m.toml", &short_lenet(3, &every_other));
     let out = run(&["run", &path.to_string_lossy(), "-q"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let names: Vec<String> = std::fs::read_dir(&saves)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let names = file_names(&saves);
     assert_eq!(names, ["lenet_epoch_2.safetensors"]);
 }
 
@@ -625,11 +628,7 @@ fn a_model_savers_old_file_deleted_by_hand_does_not_fail_the_resumed_run() {
     // Epoch 3 saves its model and then drops epoch 1's, which is already gone: nothing to do.
     let out = run(&["run", &path, "-q", "--resume", "--epochs", "3"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let mut names: Vec<String> = std::fs::read_dir(dir.path().join("ms"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = file_names(&dir.path().join("ms"));
     assert_eq!(
         names,
         ["lenet_epoch_2.safetensors", "lenet_epoch_3.safetensors"]
