@@ -10,8 +10,9 @@
 //! such a row at every step that logged something, with what was logged then); instance rows
 //! carry one sample's values (FastEstimator's `instance_id_key`), keyed by the sample's id: a
 //! number for a key with one value per sample, nested arrays in the sample's shape for one
-//! with several. Numbers are written losslessly ([`format_value`]); JSON has no NaN or infinities, so those are the strings `"NaN"`, `"inf"`
-//! and `"-inf"`. Readers ignore members they do not know, so rows can grow fields.
+//! with several ([`SampleValue`]). Numbers are written losslessly; NaN and the infinities,
+//! which JSON lacks, are the strings `"NaN"`, `"inf"` and `"-inf"`. Readers ignore members
+//! they do not know, so rows can grow fields.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -19,7 +20,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::json::{self, Json};
-use super::{format_value, record_row, EpochRow, History};
+use super::sample_value::{self, number_from_json, number_json, SampleValue};
+use super::{record_row, EpochRow, History};
 use crate::error::{Error, Result};
 
 /// A sample's id in an instance row.
@@ -29,26 +31,6 @@ pub enum InstanceId {
     Int(i64),
     /// Any other id (written as a JSON string).
     Text(String),
-}
-
-/// One sample's value of a key: one number, or (for a key with several values per sample,
-/// such as a prediction's class scores) all of them with their shape.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SampleValue {
-    /// The shape of the sample's value: `[]` for one number.
-    pub shape: Vec<usize>,
-    /// Its numbers, row-major.
-    pub numbers: Vec<f64>,
-}
-
-impl SampleValue {
-    /// One number.
-    pub fn scalar(value: f64) -> Self {
-        Self {
-            shape: Vec::new(),
-            numbers: vec![value],
-        }
-    }
 }
 
 /// One sample's values, logged during an epoch.
@@ -172,7 +154,7 @@ impl JsonlLogger {
         let members: Vec<String> = row
             .values
             .iter()
-            .map(|(key, value)| format!("{}:{}", quote(key), sample_json(value)))
+            .map(|(key, value)| format!("{}:{}", quote(key), value.to_json()))
             .collect();
         let line = format!(
             "{{{},\"instance\":{{\"id\":{id},\"values\":{{{}}}}}}}\n",
@@ -211,34 +193,6 @@ fn values_object(values: &BTreeMap<String, f64>) -> String {
         .map(|(key, &value)| format!("{}:{}", quote(key), number_json(value)))
         .collect();
     format!("{{{}}}", members.join(","))
-}
-
-/// A number losslessly, or the string JSON needs for NaN and the infinities.
-fn number_json(value: f64) -> String {
-    if value.is_finite() {
-        format_value(value)
-    } else {
-        quote(&format_value(value))
-    }
-}
-
-/// A sample's value: its number, or nested arrays in its shape.
-fn sample_json(value: &SampleValue) -> String {
-    fn nest(shape: &[usize], numbers: &[f64]) -> String {
-        match shape.split_first() {
-            None => numbers
-                .first()
-                .map_or_else(|| "null".into(), |&v| number_json(v)),
-            Some((&len, inner)) => {
-                let stride = inner.iter().product::<usize>();
-                let items: Vec<String> = (0..len)
-                    .map(|i| nest(inner, numbers.get(i * stride..).unwrap_or_default()))
-                    .collect();
-                format!("[{}]", items.join(","))
-            }
-        }
-    }
-    nest(&value.shape, &value.numbers)
 }
 
 /// `text` as a JSON string.
@@ -321,7 +275,7 @@ fn parse_row(line: &str) -> Result<JsonlRow, String> {
                 None => return Err("missing `instance.id`".into()),
             };
             let values = match field("values") {
-                Some(values) => parse_samples(values)?,
+                Some(values) => sample_value::parse_all(values)?,
                 None => BTreeMap::new(),
             };
             Ok(JsonlRow::Instance(InstanceRow {
@@ -351,53 +305,6 @@ fn integer(value: Option<&Json<'_>>, name: &str) -> Result<u64, String> {
     }
 }
 
-/// An instance row's values: numbers, or rectangular nested arrays of them.
-fn parse_samples(values: &Json<'_>) -> Result<BTreeMap<String, SampleValue>, String> {
-    let Json::Object(members) = values else {
-        return Err(format!(
-            "`instance.values` is {}, expected an object",
-            values.kind()
-        ));
-    };
-    members
-        .iter()
-        .map(|(key, value)| {
-            let mut numbers = Vec::new();
-            let shape = parse_nested(value, &mut numbers)
-                .map_err(|e| format!("`instance.values.{key}`: {e}"))?;
-            Ok((key.clone(), SampleValue { shape, numbers }))
-        })
-        .collect()
-}
-
-/// Appends the numbers of `value` (a number or nested arrays) and gives its shape.
-fn parse_nested(value: &Json<'_>, numbers: &mut Vec<f64>) -> Result<Vec<usize>, String> {
-    match value {
-        Json::Array(items) => {
-            let mut inner: Option<Vec<usize>> = None;
-            for item in items {
-                let shape = parse_nested(item, numbers)?;
-                if inner.as_ref().is_some_and(|s| *s != shape) {
-                    return Err("arrays of unequal shapes".into());
-                }
-                inner = Some(shape);
-            }
-            let mut shape = vec![items.len()];
-            shape.extend(inner.unwrap_or_default());
-            Ok(shape)
-        }
-        other => {
-            let parsed = match other {
-                Json::Number(n) => n.parse::<f64>().ok(),
-                Json::String(s) => s.parse::<f64>().ok().filter(|v| !v.is_finite()),
-                _ => None,
-            };
-            numbers.push(parsed.ok_or_else(|| format!("{} is not a number", other.kind()))?);
-            Ok(Vec::new())
-        }
-    }
-}
-
 fn parse_values(values: &Json<'_>, name: &str) -> Result<BTreeMap<String, f64>, String> {
     let Json::Object(members) = values else {
         return Err(format!("`{name}` is {}, expected an object", values.kind()));
@@ -405,13 +312,7 @@ fn parse_values(values: &Json<'_>, name: &str) -> Result<BTreeMap<String, f64>, 
     members
         .iter()
         .map(|(key, value)| {
-            let parsed = match value {
-                Json::Number(n) => n.parse::<f64>().ok(),
-                // Only the spellings for values JSON numbers cannot hold.
-                Json::String(s) => s.parse::<f64>().ok().filter(|v| !v.is_finite()),
-                _ => None,
-            };
-            let parsed = parsed
+            let parsed = number_from_json(value)
                 .ok_or_else(|| format!("`{name}.{key}` is {}, expected a number", value.kind()))?;
             Ok((key.clone(), parsed))
         })

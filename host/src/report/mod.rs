@@ -16,6 +16,7 @@ pub mod jsonl;
 pub mod plot;
 mod png_text;
 mod proto;
+mod sample_value;
 pub mod tensorboard;
 
 use std::collections::BTreeMap;
@@ -23,9 +24,10 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 pub use csv_log::{read_csv, CsvLogger};
-pub use jsonl::{read_jsonl, InstanceId, InstanceRow, JsonlLogger, SampleValue};
+pub use jsonl::{read_jsonl, InstanceId, InstanceRow, JsonlLogger};
 pub use plot::{render_svg, write_plot, PlotOptions, RunHistory};
 pub use proto::{crc32c, masked_crc32c};
+pub use sample_value::SampleValue;
 pub use tensorboard::{read_events, Event, EventWriter, SummaryValue};
 
 use crate::error::{Error, Result};
