@@ -44,11 +44,12 @@ impl Images {
     /// `Ok` for a floating-point batch `[batch, channels, height, width]` this model takes.
     pub(crate) fn check(&self, x: &Tensor) -> Result<()> {
         let shape = x.size();
-        let wanted = match self.sides {
-            Sides::Exactly(h, w) => format!("[batch, {}, {h}, {w}]", self.channels),
-            _ => format!("[batch, {}, height, width]", self.channels),
-        };
+        // Runs at every forward: the message is only built for a batch that is refused.
         let refuse = |problem: String, hint: &str| {
+            let wanted = match self.sides {
+                Sides::Exactly(h, w) => format!("[batch, {}, {h}, {w}]", self.channels),
+                _ => format!("[batch, {}, height, width]", self.channels),
+            };
             Err(Error::msg(format!(
                 "{} ({}) takes images shaped {wanted}; {problem}{hint}",
                 self.model, self.field
