@@ -106,6 +106,23 @@ impl LstmClassifier {
             weights.push(lstm.var(&format!("bias_ih_l{layer}"), &[gates], init));
             weights.push(lstm.var(&format!("bias_hh_l{layer}"), &[gates], init));
         }
+        if vs.device().is_cuda() && fe_plugin_api::tch::Cuda::cudnn_is_available() {
+            // cuDNN runs an LSTM from one flat weight buffer: weights allocated apart would be
+            // copied into one at every call (with a warning each time). This makes them views
+            // of one buffer, as PyTorch's `flatten_parameters` does (mode 2 is cuDNN's LSTM).
+            let _no_grad = fe_plugin_api::tch::no_grad_guard();
+            let _buffer = Tensor::f_internal_cudnn_rnn_flatten_weight(
+                &weights,
+                4,
+                config.embed,
+                2,
+                config.hidden,
+                0,
+                config.layers,
+                true,
+                false,
+            )?;
+        }
         Ok(Self {
             embedding: Embedding::new(&root / "embedding", config.vocab, config.embed),
             fc: Linear::new(&root / "fc", config.hidden, config.classes),
