@@ -117,7 +117,19 @@ char *fe_dist_join(const char *host, int port, int rank, int world, bool is_serv
     })
 }
 
-void fe_dist_free(void *group) { delete static_cast<Group *>(group); }
+// Leaves the group. An NCCL group is aborted first: its destructor would abort it anyway, but
+// warns that "destroy_process_group() was not called" (Python's way to leave) when nobody did.
+// abort() does not block, also when a peer is gone; every collective was waited for already.
+void fe_dist_free(void *handle) {
+    auto *group = static_cast<Group *>(handle);
+    if (group->nccl) {
+        try {
+            group->nccl->abort();
+        } catch (...) {
+        }
+    }
+    delete group;
+}
 
 // Sums (op 0), or takes the maximum (op 1) of, `tensors` across ranks, in place, in flat buckets.
 char *fe_dist_all_reduce(void *handle, at::Tensor **tensors, int count, int op) {
