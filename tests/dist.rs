@@ -93,7 +93,12 @@ const ADAM: &str = r#"{ type = "adam", lr = 0.002 }"#;
 
 /// Starts `world` ranks of `fe-host args` in `dir` with torchrun's variables; each rank's
 /// `--summary` goes to `summary-<rank>.json` and its weights to `weights-<rank>`.
-fn spawn_ranks(dir: &TempDir, world: usize, args: &[&str], env: &[(&str, &str)]) -> Vec<Child> {
+pub(crate) fn spawn_ranks(
+    dir: &TempDir,
+    world: usize,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Vec<Child> {
     spawn_ranks_each(
         dir,
         world,
@@ -132,7 +137,7 @@ fn spawn_ranks_each(
         .collect()
 }
 
-fn wait_all(children: Vec<Child>) -> Vec<Run> {
+pub(crate) fn wait_all(children: Vec<Child>) -> Vec<Run> {
     wait_all_within(children)
 }
 
@@ -144,31 +149,60 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Trains `manifest` on `world` ranks (1: a plain process) and returns rank 0's summary and
-/// final weights.
+/// Trains `manifest` in `dir` as one process (`world` 1) or `world` ranks, each rank's
+/// `--summary` to `summary.json` and weights to `weights`: rank 0's summary and saved weights.
 pub(crate) fn train(
     dir: &TempDir,
     world: usize,
     manifest: &str,
 ) -> (serde_json::Value, Vec<(String, tch::Tensor)>) {
+    if world > 1 {
+        return train_ranks(dir, world, manifest);
+    }
+    let args = run_args(dir, manifest);
+    let run = fe_host()
+        .current_dir(dir.path())
+        .args(&args)
+        .output_within();
+    finish(dir, &[run])
+}
+
+/// [`train`] as `world` ranks of a process group even when `world` is 1 (a group of one still
+/// joins, broadcasts and all-reduces).
+pub(crate) fn train_ranks(
+    dir: &TempDir,
+    world: usize,
+    manifest: &str,
+) -> (serde_json::Value, Vec<(String, tch::Tensor)>) {
+    let args = run_args(dir, manifest);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    finish(dir, &wait_all(spawn_ranks(dir, world, &args, &[])))
+}
+
+fn run_args(dir: &TempDir, manifest: &str) -> Vec<String> {
     let path = dir.write("m.toml", manifest);
-    let path = path.to_string_lossy();
-    let args = [
+    [
         "run",
-        &*path,
+        &*path.to_string_lossy(),
         "--summary",
         "summary.json",
         "--save-weights",
         "weights",
-    ];
-    let runs = if world == 1 {
-        vec![fe_host().current_dir(dir.path()).args(args).output_within()]
-    } else {
-        wait_all(spawn_ranks(dir, world, &args, &[]))
-    };
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// Every rank exited 0: rank 0's summary and saved weights.
+fn finish(dir: &TempDir, runs: &[Run]) -> (serde_json::Value, Vec<(String, tch::Tensor)>) {
     for (rank, run) in runs.iter().enumerate() {
         assert_eq!(run.code, 0, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
     }
+    train_result(dir)
+}
+
+/// What a run in `dir` wrote with `--summary summary.json --save-weights weights`.
+pub(crate) fn train_result(dir: &TempDir) -> (serde_json::Value, Vec<(String, tch::Tensor)>) {
     (summary(dir.path()), weights(&dir.path().join("weights")))
 }
 

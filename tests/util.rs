@@ -100,10 +100,14 @@ impl Drop for TempDir {
 }
 
 /// The workspace plugins and the test-fixture plugin exist (cargo test builds them, but a
-/// filtered run may not have).
+/// filtered run may not have). With `FE_TEST_PREBUILT` set, the files next to fe-host are used
+/// as they are: a test binary carried to a machine without cargo (a GPU machine) runs so.
 pub fn ensure_plugins() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
+        if std::env::var_os("FE_TEST_PREBUILT").is_some() {
+            return;
+        }
         // Two builds, not one: with the fixture example in the same invocation, cargo unifies
         // its dependencies' features into the plugins' and links other plugin files than
         // `cargo build --workspace` (scripts/install.sh, which a test runs) does; each build
