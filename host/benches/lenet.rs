@@ -4,7 +4,8 @@
 //! Run it on the one profile everything else uses (a second profile recompiles libtorch's C++
 //! wrapper): `cargo build --workspace && cargo bench -p fe-host --bench lenet --profile dev`.
 //! Options (environment): FE_BENCH_STEPS (default 200 per round), FE_BENCH_ROUNDS (8),
-//! FE_BENCH_THREADS (libtorch threads; default one per core).
+//! FE_BENCH_THREADS (libtorch threads; default one per core), FE_BENCH_DEVICE (`cpu`, the
+//! default, or `cuda[:N]`: both sides then train there).
 
 // A benchmark binary: any failure should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -59,7 +60,8 @@ fn main() {
     std::fs::write(&manifest_path, text).expect("manifest");
 
     println!(
-        "LeNet, batch {BATCH}, {steps} steps per round, {rounds} rounds, {} libtorch threads",
+        "LeNet on {:?}, batch {BATCH}, {steps} steps per round, {rounds} rounds, {} libtorch threads",
+        common::device(),
         tch::get_num_threads()
     );
     // Warm caches, the allocator and the plugin loader.

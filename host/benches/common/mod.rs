@@ -23,6 +23,25 @@ pub fn prepare() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug")
 }
 
+/// The device both sides train on: FE_BENCH_DEVICE (`cpu`, `cuda`, `cuda:N`; default `cpu`).
+pub fn device() -> Device {
+    match std::env::var("FE_BENCH_DEVICE").as_deref() {
+        Err(_) | Ok("cpu") => Device::Cpu,
+        Ok("cuda") => Device::Cuda(0),
+        Ok(other) => match other.strip_prefix("cuda:").map(str::parse) {
+            Some(Ok(index)) => Device::Cuda(index),
+            _ => panic!("FE_BENCH_DEVICE={other}: expected cpu, cuda or cuda:N"),
+        },
+    }
+}
+
+/// Waits for `device`'s queued work, so a timer read afterwards covers it.
+pub fn synchronize(device: Device) {
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+}
+
 /// Trains the manifest at `manifest_path` through fe-host for `steps` steps (manifest, plugins,
 /// pipeline workers and all) and returns its training steps per second.
 pub fn fe_host_steps_per_second(manifest_path: &Path, plugin_dir: &Path, steps: usize) -> f64 {
@@ -35,8 +54,7 @@ pub fn fe_host_steps_per_second(manifest_path: &Path, plugin_dir: &Path, steps: 
         out: Box::new(std::io::sink()),
         progress: false,
     };
-    let mut estimator =
-        Estimator::build(&manifest, &registry, Device::Cpu, options).expect("build");
+    let mut estimator = Estimator::build(&manifest, &registry, device(), options).expect("build");
     estimator.fit().expect("fit");
     estimator.train_steps_per_second().expect("rate")
 }
@@ -162,6 +180,8 @@ impl tch::nn::Module for LeNet {
 
 /// Trains LeNet with Adam for `steps` batches of `batch` from preprocessed tensors (shuffled
 /// per pass) and returns steps/s: what training alone consumes, with no data loading at all.
+/// On a GPU each batch is gathered on the CPU and copied over, as a hand-written loop over a
+/// host-side dataset does.
 pub fn hand_written_steps_per_second(
     images: &Tensor,
     labels: &Tensor,
@@ -170,7 +190,8 @@ pub fn hand_written_steps_per_second(
 ) -> f64 {
     use tch::nn::{Module, OptimizerConfig};
     tch::manual_seed(42);
-    let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let device = device();
+    let vs = tch::nn::VarStore::new(device);
     let net = LeNet::new(&vs.root());
     let mut opt = tch::nn::Adam::default().build(&vs, 1e-3).expect("adam");
     let n = images.size()[0];
@@ -184,8 +205,8 @@ pub fn hand_written_steps_per_second(
             }
             let index = order.narrow(0, b * batch, batch);
             let (x, y) = (
-                images.index_select(0, &index),
-                labels.index_select(0, &index),
+                images.index_select(0, &index).to_device(device),
+                labels.index_select(0, &index).to_device(device),
             );
             let probs = net.forward(&x);
             let loss = probs.clamp(1e-7, 1.0 - 1e-7).log().nll_loss(&y);
@@ -193,5 +214,6 @@ pub fn hand_written_steps_per_second(
             step += 1;
         }
     }
+    synchronize(device);
     steps as f64 / start.elapsed().as_secs_f64()
 }
