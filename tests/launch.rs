@@ -262,6 +262,12 @@ fn nproc_two_ends_with_the_weights_torchrun_gives_and_only_rank_0_speaks() {
     );
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_contains!(out.stdout, "[rank 0] fe-host train: step: 18;");
+    // The machine's cores are shared out among its ranks: pipeline workers too.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    assert_contains!(
+        out.stdout,
+        format!("threads: 1; pipeline workers: {};", (cores / 2).max(1))
+    );
     assert!(!out.stdout.contains("[rank 1] fe-host"), "{}", out.stdout);
     let theirs = run_dir(&dir, "torchrun", &text);
     let out: Run = Command::new("timeout")

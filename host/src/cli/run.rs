@@ -79,6 +79,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         // Before the rendezvous: a rank refusing the batch after it would leave the others
         // waiting on a store that is gone.
         (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
+        (estimator.pipeline).share_cores(membership.local_world, &manifest);
         let group = join_group(membership, &manifest, device)?;
         estimator.join(group, &manifest)?;
     }

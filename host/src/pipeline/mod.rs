@@ -241,6 +241,16 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Shares this machine's cores among the `local_ranks` ranks running on it: unless the
+    /// manifest sets `pipeline.workers`, each rank starts cores / ranks workers (at least one),
+    /// as each gets cores / ranks libtorch threads. One per core in every rank would start
+    /// ranks × cores threads, all contending for the same cores.
+    pub fn share_cores(&mut self, local_ranks: usize, manifest: &Manifest) {
+        if manifest.pipeline.workers.is_none() {
+            self.workers = (self.workers / local_ranks.max(1)).max(1);
+        }
+    }
+
     fn dataset(&self, mode: Mode, epoch: u32, ds_id: &str) -> Option<&Dataset> {
         self.datasets
             .iter()
