@@ -221,11 +221,35 @@ fn missing_key_fails_before_training_naming_key_and_mode() {
     );
     let path = manifest(&dir, &text);
     let out = run_failing(&["run", &path], 2);
+    // Pointed at the line naming the key.
+    let line = 1 + text
+        .lines()
+        .position(|l| l == "inputs = [\"y_pred\", \"label\"]")
+        .unwrap();
     assert_text_eq!(
         out.stderr,
         format!(
-            "error: {path}: CrossEntropy (network.ops[1]) needs key `label` in train (epoch 1), but no dataset key or earlier op provides it (available: x, y)\n"
+            "error: {path}:{line}:1: network.ops[1].inputs: CrossEntropy (network.ops[1]) needs key `label` in train (epoch 1), but no dataset key or earlier op provides it (available: x, y)\n"
         )
+    );
+}
+
+#[test]
+fn a_trace_input_nothing_provides_points_at_its_line() {
+    let dir = TempDir::new("missing-trace-key");
+    let text = lenet_manifest(
+        1,
+        "\n[[traces]]\ntrace = \"Accuracy\"\ninputs = [\"y\", \"y_prd\"]\noutputs = \"acc\"\n",
+    );
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    let line = 1 + text
+        .lines()
+        .position(|l| l == "inputs = [\"y\", \"y_prd\"]")
+        .unwrap();
+    assert_contains!(
+        out.stderr,
+        format!("error: {path}:{line}:1: traces[1].inputs: Accuracy (traces[1]) needs `y_prd` in eval (epoch 1)")
     );
 }
 

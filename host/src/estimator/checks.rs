@@ -32,9 +32,10 @@ impl Estimator {
             for mode in Mode::ALL {
                 for ds_id in self.pipeline.ds_ids(mode, epoch) {
                     let where_ = describe_context(mode, epoch, &ds_id);
-                    if let Some((op, key)) = self.pipeline.first_missing_input(mode, epoch, &ds_id)
+                    if let Some((op, key, at)) =
+                        self.pipeline.first_missing_input(mode, epoch, &ds_id)
                     {
-                        return Err(fail(format!(
+                        return Err(manifest.error_at(&at, format!(
                             "{op} needs key `{}` in {where_}, but neither the dataset nor an earlier pipeline op provides it",
                             self.keys.name(key)
                         )));
@@ -45,12 +46,14 @@ impl Estimator {
                         .network
                         .plan(mode, epoch, &ds_id, &desired)
                         .map_err(fail)?;
-                    if let Some((op, key)) = self
+                    if let Some(missing) = self
                         .network
                         .first_missing_input(&plan, &available, &self.keys)
                     {
-                        return Err(fail(format!(
-                            "{op} needs key `{key}` in {where_}, but no dataset key or earlier op provides it (available: {})",
+                        return Err(manifest.error_at(&missing.at, format!(
+                            "{} needs key `{}` in {where_}, but no dataset key or earlier op provides it (available: {})",
+                            missing.label,
+                            missing.key,
                             self.keys.names(available.iter().copied()).join(", ")
                         )));
                     }
@@ -68,8 +71,7 @@ impl Estimator {
                     }
                     let mut provided: BTreeSet<KeyId> = available;
                     provided.extend(plan.produced.iter().copied());
-                    self.check_trace_inputs(mode, epoch, &ds_id, &provided)
-                        .map_err(fail)?;
+                    self.check_trace_inputs(manifest, mode, epoch, &ds_id, &provided)?;
                     self.check_per_sample_keys(mode, epoch, &ds_id, &provided, &mut id_seen)
                         .map_err(fail)?;
                 }
@@ -122,11 +124,12 @@ impl Estimator {
     /// it writes (FastEstimator's strict `sort_traces`).
     fn check_trace_inputs(
         &self,
+        manifest: &Manifest,
         mode: Mode,
         epoch: u32,
         ds_id: &str,
         provided: &BTreeSet<KeyId>,
-    ) -> std::result::Result<(), String> {
+    ) -> Result<()> {
         let active: Vec<super::order::Deps> = self
             .traces
             .iter()
@@ -141,11 +144,21 @@ impl Estimator {
         let provided = available.iter().cloned().collect::<Vec<_>>().join(", ");
         match super::order::sort_traces(&active, Some(&available)) {
             Ok(_) => Ok(()),
-            Err(super::order::OrderError::Unsatisfiable { label, missing }) => Err(format!(
-                "{label} needs {} in {where_}, but neither the pipeline, the network nor another trace provides it (available: {provided})",
-                missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
-            )),
-            Err(cycle) => Err(format!("{cycle} in {where_}")),
+            Err(super::order::OrderError::Unsatisfiable { label, missing }) => {
+                let message = format!(
+                    "{label} needs {} in {where_}, but neither the pipeline, the network nor another trace provides it (available: {provided})",
+                    missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+                );
+                let declared = self.traces.iter().find(|t| t.label == label);
+                Err(match declared.and_then(|t| t.path.as_ref()) {
+                    Some(path) => manifest.error_at(&path.key("inputs"), message),
+                    None => Error::Manifest(format!("{}: {message}", manifest.file.display())),
+                })
+            }
+            Err(cycle) => Err(Error::Manifest(format!(
+                "{}: {cycle} in {where_}",
+                manifest.file.display()
+            ))),
         }
     }
 

@@ -241,6 +241,7 @@ pub fn build(
     };
     let mut slot = TraceSlot::host(&spec.label(), modes, trace);
     slot.ds_ids = spec.ds_id.clone();
+    slot.path = Some(spec.path.clone());
     Ok(slot)
 }
 

@@ -11,6 +11,7 @@ use fe_plugin_api::{ComponentKind, DeviceSpec, Mode, State};
 use super::data::Data;
 use super::plugin_traces::PluginTrace;
 use crate::error::{Error, Result};
+use crate::key_path::KeyPath;
 use crate::manifest::{ComponentSpec, Manifest};
 use crate::network::{Batch, KeyId, Keys, Network};
 use crate::plugins::create::{creation_error, registered, Creation};
@@ -136,6 +137,8 @@ pub enum TraceKind {
 pub struct TraceSlot {
     /// `Name (traces[i])`.
     pub label: String,
+    /// Where the manifest declares it (none for the traces the host adds itself).
+    pub path: Option<KeyPath>,
     /// Modes it runs in.
     pub modes: ModeFilter,
     /// Dataset ids it runs for.
@@ -153,6 +156,7 @@ impl TraceSlot {
     pub fn host(label: &str, modes: ModeFilter, trace: Box<dyn HostTrace>) -> Self {
         Self {
             label: label.to_owned(),
+            path: None,
             modes,
             ds_ids: DsFilter::Any,
             epochs: InForce::always(),
@@ -395,6 +399,7 @@ fn build_trace(
     };
     Ok(TraceSlot {
         label: spec.label(),
+        path: Some(spec.path.clone()),
         modes,
         ds_ids: spec.ds_id.clone(),
         epochs: InForce::always(),

@@ -3,6 +3,7 @@
 use super::builtin::{GradientOp, ModelOp, UpdateOp};
 use super::meta::MetaOp;
 use crate::batch::KeyId;
+use crate::key_path::KeyPath;
 use crate::plugins::handles::TensorOpHandle;
 use crate::schedule::{DsFilter, InForce, ModeFilter};
 
@@ -26,6 +27,8 @@ pub enum OpKind {
 pub struct OpNode {
     /// `Name (network.ops[i])`, for messages.
     pub label: String,
+    /// Where it is declared, e.g. `network.ops[2]`: a check-time error points there.
+    pub path: KeyPath,
     /// The component name.
     pub name: String,
     /// Keys read.

@@ -10,6 +10,7 @@ use fe_plugin_api::Mode;
 use super::node::{OpKind, OpNode};
 use super::{slicing, Network};
 use crate::batch::{KeyId, Keys};
+use crate::key_path::KeyPath;
 use crate::schedule::{DsFilter, InForce, ModeFilter};
 
 /// What one step of a given (mode, epoch, ds_id) does.
@@ -226,19 +227,24 @@ impl Network {
     }
 
     /// The first slicer of `plan` that slices a key `available` lacks, else the first op
-    /// whose input neither `available` nor an earlier op provides, as `(label, key)`.
+    /// whose input neither `available` nor an earlier op provides.
     pub fn first_missing_input(
         &self,
         plan: &StepPlan,
         available: &BTreeSet<KeyId>,
         keys: &Keys,
-    ) -> Option<(String, String)> {
+    ) -> Option<MissingInput> {
+        let missing = |label: &str, at: KeyPath, key: &KeyId| MissingInput {
+            label: label.to_owned(),
+            key: keys.name(*key).to_owned(),
+            at,
+        };
         // Slicers cut the batch before any op runs: what they slice must be in it. A slicer
         // whose keys are missing cuts nothing, and then no op runs at all.
         for &i in &plan.slicers {
             let slicer = &self.slicers[i];
-            if let Some(missing) = slicer.slice.iter().find(|k| !available.contains(k)) {
-                return Some((slicer.label.clone(), keys.name(*missing).to_owned()));
+            if let Some(key) = slicer.slice.iter().find(|k| !available.contains(k)) {
+                return Some(missing(&slicer.label, slicer.path.key("slice"), key));
             }
         }
         let mut have = available.clone();
@@ -247,18 +253,29 @@ impl Network {
             if let OpKind::Delete = op.kind {
                 continue;
             }
-            if let Some(missing) = op.inputs.iter().find(|k| !have.contains(k)) {
-                return Some((op.label.clone(), keys.name(*missing).to_owned()));
+            if let Some(key) = op.inputs.iter().find(|k| !have.contains(k)) {
+                return Some(missing(&op.label, op.path.key("inputs"), key));
             }
             have.extend(op.outputs.iter().copied());
         }
         for &i in &plan.post {
             let op = &self.post[i];
-            if let Some(missing) = op.inputs.iter().find(|k| !have.contains(k)) {
-                return Some((op.label.clone(), keys.name(*missing).to_owned()));
+            if let Some(key) = op.inputs.iter().find(|k| !have.contains(k)) {
+                return Some(missing(&op.label, op.path.key("inputs"), key));
             }
             have.extend(op.outputs.iter().copied());
         }
         None
     }
+}
+
+/// An input of a network component that nothing provides: its label, the key, and the manifest
+/// field that names the key.
+pub struct MissingInput {
+    /// The component, `Name (network.ops[i])`.
+    pub label: String,
+    /// The key's name.
+    pub key: String,
+    /// The field naming it, e.g. `network.ops[2].inputs`.
+    pub at: KeyPath,
 }

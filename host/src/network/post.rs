@@ -4,6 +4,7 @@ use fe_plugin_api::StepContext;
 
 use crate::batch::{Batch, KeyId, Keys};
 use crate::error::Error;
+use crate::key_path::KeyPath;
 use crate::plugins::handles::NumpyOpHandle;
 use crate::schedule::{DsFilter, InForce, ModeFilter};
 
@@ -11,6 +12,8 @@ use crate::schedule::{DsFilter, InForce, ModeFilter};
 pub struct PostOp {
     /// `Name (network.postprocessing[i])`.
     pub label: String,
+    /// Where it is declared: a check-time error points there.
+    pub path: KeyPath,
     /// The component name.
     pub name: String,
     /// Keys read.

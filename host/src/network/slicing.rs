@@ -5,6 +5,7 @@ use fe_plugin_api::PluginError;
 
 use crate::batch::{Batch, KeyId, Keys};
 use crate::error::Error;
+use crate::key_path::KeyPath;
 use crate::plugins::handles::SlicerHandle;
 use crate::schedule::{DsFilter, InForce, ModeFilter};
 
@@ -12,6 +13,8 @@ use crate::schedule::{DsFilter, InForce, ModeFilter};
 pub struct SlicerNode {
     /// `Name (network.slicers[i])`.
     pub label: String,
+    /// Where it is declared: a check-time error points there.
+    pub path: KeyPath,
     /// The component name.
     pub name: String,
     /// Keys it cuts.

@@ -33,6 +33,7 @@ pub use work::{Finished, Outcome};
 
 use crate::batch::{KeyId, Keys};
 use crate::error::{Error, Result};
+use crate::key_path::KeyPath;
 use crate::manifest::Manifest;
 use crate::plugins::Registry;
 use crate::schedule::{InForce, Scheduled};
@@ -295,13 +296,13 @@ impl Pipeline {
         mode: Mode,
         epoch: u32,
         ds_id: &str,
-    ) -> Option<(String, KeyId)> {
+    ) -> Option<(String, KeyId, KeyPath)> {
         let mut have: BTreeSet<KeyId> = self
             .dataset(mode, epoch, ds_id)
             .map(|d| d.keys.iter().copied().collect())?;
         for op in self.active_ops(mode, epoch, ds_id) {
             if let Some(missing) = op.inputs.iter().find(|k| !have.contains(k)) {
-                return Some((op.label.clone(), *missing));
+                return Some((op.label.clone(), *missing, op.path.key("inputs")));
             }
             have.extend(op.outputs.iter().copied());
             for key in op.deletes() {

@@ -203,6 +203,7 @@ impl Builder<'_> {
         let _ = keys;
         Ok(OpNode {
             label: spec.label(),
+            path: spec.path.clone(),
             name: spec.name.clone(),
             inputs,
             outputs,

@@ -151,6 +151,7 @@ impl Builder<'_> {
     ) -> OpNode {
         OpNode {
             label: spec.label(),
+            path: spec.path.clone(),
             name: spec.name.clone(),
             inputs: keys.intern_all(inputs),
             outputs: keys.intern_all(outputs),
@@ -504,6 +505,7 @@ impl Builder<'_> {
             };
         Ok(SlicerNode {
             label: spec.label(),
+            path: spec.path.clone(),
             name: spec.name.clone(),
             slice: keys.intern_all(&spec.inputs),
             unslice: keys.intern_all(&unslice),
@@ -559,6 +561,7 @@ impl Builder<'_> {
         }
         Ok(PostOp {
             label: spec.label(),
+            path: spec.path.clone(),
             name: spec.name.clone(),
             inputs: keys.intern_all(&spec.inputs),
             outputs: keys.intern_all(&spec.outputs),
