@@ -493,6 +493,32 @@ fn a_hung_rank_is_named_within_the_timeout() {
     );
 }
 
+/// Rank 0 hangs (stopped, its sockets open) while hosting the rendezvous store: rank 1's
+/// collective, and the roll call on the store after it, get no answer, and rank 1 still ends
+/// (exit 1, one line) instead of waiting for good.
+#[test]
+fn a_hung_rank_zero_does_not_hang_the_others() {
+    let dir = TempDir::new("dp-hung-zero");
+    let text = manifest(SGD, 32, 1, KILL_TRACE)
+        .replace("process_group_timeout = 60", "process_group_timeout = 10");
+    let path = dir.write("m.toml", &text);
+    let path = path.to_string_lossy();
+    let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", "0:3:STOP")]);
+    let rank1 = wait_all_within(children.split_off(1)).remove(0);
+    let hung = children.remove(0);
+    // SAFETY: kill(2) on a child we started and have not reaped.
+    unsafe { libc::kill(hung.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = hung.wait_with_output();
+    assert_eq!(rank1.code, 1, "{}\n{}", rank1.stdout, rank1.stderr);
+    let errors: Vec<&str> = rank1
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", rank1.stderr);
+    assert_contains!(errors[0], "error: rank 1 of 2: ");
+}
+
 #[test]
 fn render_shows_the_world_size_and_each_ranks_batch() {
     let dir = TempDir::new("dp-render");

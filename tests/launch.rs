@@ -369,6 +369,47 @@ fn sigterm_to_the_launcher_and_its_ranks_at_once_is_one_request_not_two() {
     preempt_launched_ranks("nproc-sigterm-all", true);
 }
 
+/// Ctrl-C to the launcher while a rank hangs: the healthy rank cannot agree on the stop, fails
+/// naming the lost rank, and the launcher then ends the hung one as after any failure instead of
+/// waiting for it for good.
+#[test]
+fn ctrl_c_while_a_rank_hangs_still_ends_the_launcher() {
+    let dir = TempDir::new("nproc-int-hung");
+    let text = two_rank_manifest("")
+        .replace("process_group_timeout = 60", "process_group_timeout = 10")
+        .replace("epochs = 3", "epochs = 30");
+    let path = run_dir(&dir, "run", &text);
+    let launcher = fe_host()
+        .current_dir(&path)
+        .args(["run", "m.toml", "--nproc", "2"])
+        .env("FE_TEST_KILL", "1:3:STOP")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = launcher.id() as libc::pid_t;
+    let deadline = std::time::Instant::now() + crate::util::PROCESSES_LIMIT;
+    while !children_of(pid)
+        .into_iter()
+        .any(|rank| state_of(rank) == Some('T'))
+    {
+        assert!(std::time::Instant::now() < deadline, "rank 1 never stopped");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let out = crate::util::wait_all_within(vec![launcher]).remove(0);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert_contains!(out.stderr, "[rank 0] error: rank 0 of 2: ");
+    assert_contains!(out.stderr, "rank 1 is lost");
+}
+
+/// The state letter of process `pid` (`T`: stopped), if it still exists.
+fn state_of(pid: libc::pid_t) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 /// The processes whose parent is `parent`.
 fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
     std::fs::read_dir("/proc")

@@ -282,9 +282,11 @@ impl Failure {
 }
 
 /// Waits for every rank; returns the first failure. After it, the others are asked to stop
-/// and killed after [`GRACE`] — unless the user already asked them all to stop, in which
-/// case they are checkpointing and get all the time they need (a second signal still ends
-/// them at once).
+/// and killed after [`GRACE`]. While the user's stop is being carried out they are not asked
+/// again (a second signal would end them at once, without their checkpoint), but the kill still
+/// comes: a rank that exited has either seen the checkpoint written (the ranks leave together,
+/// after it) or left the others unable to write one, and a hung rank would otherwise keep the
+/// launcher waiting for good.
 fn supervise(
     ranks: &mut [Rank],
     exited: &mpsc::Receiver<(usize, Option<ExitStatus>)>,
@@ -301,8 +303,8 @@ fn supervise(
                     failure = this;
                     if !stop_forwarded {
                         terminate(ranks, libc::SIGTERM);
-                        kill_at = Some(Instant::now() + GRACE);
                     }
+                    kill_at = Some(Instant::now() + GRACE);
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}

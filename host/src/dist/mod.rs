@@ -7,6 +7,7 @@ pub mod env;
 pub mod overlap;
 pub mod role;
 pub mod sync;
+mod watchdog;
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::time::{Duration, Instant};
@@ -140,6 +141,8 @@ pub struct ProcessGroup {
     world: usize,
     /// How long a roll call after a failed collective waits (see [`census_wait`]).
     census_wait: Duration,
+    /// Ends the process should a wait outlast the timeout anyway.
+    watchdog: watchdog::Watchdog,
 }
 
 // SAFETY: the c10d group is used from one thread at a time (&mut self on every collective);
@@ -176,6 +179,8 @@ impl ProcessGroup {
         }
         let census_wait = census_wait(timeout);
         let timeout_ms = i64::try_from((timeout - census_wait).as_millis()).unwrap_or(i64::MAX);
+        let watchdog = watchdog::Watchdog::start(membership.rank, membership.world, timeout);
+        let joining = watchdog.arm("joining the process group");
         let mut handle = std::ptr::null_mut();
         // SAFETY: the strings outlive the call; the shim writes `handle` only on success and
         // catches every exception.
@@ -195,11 +200,13 @@ impl ProcessGroup {
             )
         });
         result.map_err(|message| context(explain_join_failure(&message)))?;
+        drop(joining);
         Ok(Self {
             handle,
             rank: membership.rank,
             world: membership.world,
             census_wait,
+            watchdog,
         })
     }
 
@@ -264,6 +271,7 @@ impl ProcessGroup {
             ReduceOp::Sum => 0,
             ReduceOp::Max => 1,
         };
+        let _watched = self.watchdog.arm("an all-reduce");
         // SAFETY: `pointers` are live tensors for the call; the shim catches every exception.
         crate::shim::check(unsafe {
             fe_dist_all_reduce(self.handle, pointers.as_ptr(), pointers.len() as c_int, op)
@@ -277,6 +285,7 @@ impl ProcessGroup {
             return Ok(());
         }
         let pointers = pointers(tensors);
+        let _watched = self.watchdog.arm("a broadcast");
         // SAFETY: as in all_reduce.
         crate::shim::check(unsafe {
             fe_dist_broadcast(
@@ -293,6 +302,7 @@ impl ProcessGroup {
     /// first dimension.
     pub fn all_gather(&mut self, tensor: &Tensor) -> Result<Tensor, String> {
         let mut out: *mut C_tensor = std::ptr::null_mut();
+        let _watched = self.watchdog.arm("an all-gather");
         // SAFETY: `tensor` is live for the call; on success the shim writes a new tensor that
         // we own from here on.
         crate::shim::check(unsafe {
@@ -305,6 +315,7 @@ impl ProcessGroup {
 
     /// Waits for every rank. `monitored`: rank 0 names the ranks that did not arrive in time.
     pub fn barrier(&mut self, monitored: bool) -> Result<(), String> {
+        let _watched = self.watchdog.arm("a barrier");
         // SAFETY: no pointers cross but the handle; the shim catches every exception.
         crate::shim::check(unsafe { fe_dist_barrier(self.handle, monitored) })
             .map_err(self.context("barrier"))
@@ -313,6 +324,8 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
+        // Leaving waits for c10d's threads, which may be in a collective with a lost rank.
+        let _watched = self.watchdog.arm("leaving the process group");
         // SAFETY: `handle` came from fe_dist_join and is freed exactly once.
         unsafe { fe_dist_free(self.handle) };
     }

@@ -108,6 +108,7 @@ impl Overlap {
         }
         let mut sums = [0f32; EXTRA];
         let mut grads: Vec<*mut C_tensor> = vec![std::ptr::null_mut(); self.params];
+        let _watched = group.watchdog.arm("the gradient all-reduce");
         // SAFETY: `extra` and `sums` hold EXTRA floats and `grads` one slot per parameter, as
         // the shim was told at creation; it fills `grads` only on success.
         crate::shim::check(unsafe {

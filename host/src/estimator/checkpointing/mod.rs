@@ -212,6 +212,11 @@ impl Estimator {
         for trace in &mut self.traces {
             trace.flush()?;
         }
+        if let Some(group) = &self.network.group {
+            // The ranks leave together, once rank 0's checkpoint is durable: a launcher (torchrun's
+            // agent, `--nproc`) ends the other ranks as soon as one exits.
+            group.barrier().map_err(Error::Run)?;
+        }
         let signal = self
             .stop
             .decided
