@@ -519,6 +519,37 @@ fn a_hung_rank_zero_does_not_hang_the_others() {
     assert_contains!(errors[0], "error: rank 1 of 2: ");
 }
 
+/// The same manifest reading other files on each rank (a data directory that is not really
+/// shared): refused on every rank before training, naming the datasets and their counts.
+#[test]
+fn ranks_reading_different_data_are_refused_naming_the_counts() {
+    let dir = TempDir::new("dp-other-data");
+    let text = manifest(SGD, 16, 1, "").replace(&data().display().to_string(), "data");
+    for (name, train) in [("a", "64"), ("b", "48")] {
+        let data = dir.path().join(name).join("data");
+        let out: Run = fe_host()
+            .args(["datagen", "digits", "--out", &data.to_string_lossy()])
+            .args(["--train", train, "--eval", "32", "--test", "0"])
+            .output_within();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        std::fs::write(dir.path().join(name).join("m.toml"), &text).unwrap();
+    }
+    let runs = wait_all(spawn_ranks_each(
+        &dir,
+        2,
+        |rank| vec!["run".to_owned(), format!("{}/m.toml", ["a", "b"][rank])],
+        &[],
+    ));
+    for run in &runs {
+        assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+        assert_contains!(
+            run.stderr,
+            "rank 1 reads other data than rank 0 through the same manifest"
+        );
+        assert_contains!(run.stderr, "train: 64 samples on rank 0, 48 on rank 1");
+    }
+}
+
 #[test]
 fn render_shows_the_world_size_and_each_ranks_batch() {
     let dir = TempDir::new("dp-render");

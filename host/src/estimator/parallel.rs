@@ -26,6 +26,7 @@ impl Estimator {
             manifest.run.epochs,
             &self.checkpointing.manifest_text,
         )?;
+        same_data_on_every_rank(&group, &self.pipeline, manifest)?;
         // One run, one id: the checkpoints rank 0 writes carry it, and a resume checks it.
         let ids = group
             .all_gather_bytes(self.checkpointing.run_id.as_bytes())
@@ -84,6 +85,53 @@ fn same_run_on_every_rank(group: &SharedGroup, epochs: u32, manifest_text: &str)
         }
     }
     Ok(())
+}
+
+/// Refuses ranks whose datasets hold different numbers of samples: the same manifest reading
+/// other files (a directory that is not really shared, a copy out of date on one machine).
+/// Their shards would differ in length, so their collectives would stop matching mid-epoch, and
+/// metrics would mix two evaluation sets.
+fn same_data_on_every_rank(
+    group: &SharedGroup,
+    pipeline: &crate::pipeline::Pipeline,
+    manifest: &Manifest,
+) -> Result<()> {
+    let sizes: Vec<u64> = pipeline.datasets.iter().map(|d| d.source.len()).collect();
+    let mine: Vec<u8> = sizes.iter().flat_map(|n| n.to_le_bytes()).collect();
+    let all = group.all_gather_bytes(&mine).map_err(Error::Run)?;
+    let Some(first) = all.first() else {
+        return Ok(());
+    };
+    let Some((rank, theirs)) = all.iter().enumerate().find(|(_, bytes)| *bytes != first) else {
+        return Ok(());
+    };
+    let counts = |bytes: &[u8]| -> Vec<u64> {
+        bytes
+            .chunks_exact(8)
+            .map(|chunk| u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])))
+            .collect()
+    };
+    let (zero, other) = (counts(first), counts(theirs));
+    let differing: Vec<String> = pipeline
+        .datasets
+        .iter()
+        .zip(zero.iter().zip(&other))
+        .filter(|(_, (a, b))| a != b)
+        .map(|(dataset, (a, b))| {
+            let name = match dataset.ds_id.as_str() {
+                "" => dataset.mode.to_string(),
+                ds_id => format!("{} (ds_id {ds_id})", dataset.mode),
+            };
+            format!("{name}: {a} samples on rank 0, {b} on rank {rank}")
+        })
+        .collect();
+    Err(Error::Data {
+        path: manifest.file.clone(),
+        message: format!(
+            "rank {rank} reads other data than rank 0 through the same manifest (every rank must see the same files; is the data directory shared, and the same version everywhere?): {}",
+            differing.join("; ")
+        ),
+    })
 }
 
 /// The CPU random state of every rank, for a checkpoint: `cpu` is rank 0's (what a single
