@@ -50,7 +50,7 @@ impl Logged {
 }
 
 /// A logged number for people: integers as integers, four significant digits otherwise, an
-/// exponent only for very small magnitudes.
+/// exponent only for magnitudes too small or too large to read (or to fit an i64) that way.
 pub fn format_number(v: f64) -> String {
     let magnitude = v.abs();
     if !v.is_finite() {
@@ -61,7 +61,7 @@ pub fn format_number(v: f64) -> String {
         // Four significant digits: 2.915, 0.04891, 105.2, 1235.
         let decimals = (3 - magnitude.log10().floor() as i32).max(0) as usize;
         trim_zeros(format!("{v:.decimals$}"))
-    } else if magnitude >= 1e5 {
+    } else if (1e5..1e15).contains(&magnitude) {
         format!("{}", v.round() as i64)
     } else {
         let text = format!("{v:.3e}");
@@ -151,6 +151,9 @@ mod tests {
         assert_eq!(format_number(123456.7), "123457");
         assert_eq!(format_number(-0.25), "-0.25");
         assert_eq!(format_number(f64::NAN), "NaN");
+        // Past i64's range, and past what digits make readable: an exponent, not i64::MAX.
+        assert_eq!(format_number(1e30), "1e30");
+        assert_eq!(format_number(-2.5e18), "-2.5e18");
     }
 
     #[test]
