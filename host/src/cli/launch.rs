@@ -61,7 +61,17 @@ pub fn launch(nproc: usize, quiet: bool) -> Result<()> {
     let (exits, exited) = mpsc::channel();
     let mut ranks = Vec::with_capacity(nproc);
     let mut printers = Vec::new();
+    let mut early = Vec::new();
     for rank in 0..nproc {
+        // A rank that already failed (a manifest every rank refuses) or a signal ends the
+        // launch: starting the rest would only repeat the failure, or delay the stop.
+        early.extend(exited.try_iter());
+        let failed = early
+            .iter()
+            .any(|(r, status)| Failure::of(*r, *status).is_some());
+        if failed || PENDING_INT.load(Ordering::SeqCst) + PENDING_TERM.load(Ordering::SeqCst) > 0 {
+            break;
+        }
         let mut command = Command::new(&program);
         command
             .args(&args)
@@ -97,7 +107,7 @@ pub fn launch(nproc: usize, quiet: bool) -> Result<()> {
         std::thread::spawn(move || wait_for(child, rank, exits));
     }
     drop(exits);
-    let failure = supervise(&mut ranks, &exited);
+    let failure = supervise(&mut ranks, early, &exited);
     for printer in printers {
         let _ = printer.join();
     }
@@ -289,13 +299,19 @@ impl Failure {
 /// launcher waiting for good.
 fn supervise(
     ranks: &mut [Rank],
+    early: Vec<(usize, Option<ExitStatus>)>,
     exited: &mpsc::Receiver<(usize, Option<ExitStatus>)>,
 ) -> Option<Failure> {
     let mut failure: Option<Failure> = None;
     let mut stop_forwarded = false;
     let mut kill_at: Option<Instant> = None;
+    let mut early = early.into_iter();
     while ranks.iter().any(|r| r.running) {
-        match exited.recv_timeout(Duration::from_millis(50)) {
+        let next = match early.next() {
+            Some(exit) => Ok(exit),
+            None => exited.recv_timeout(Duration::from_millis(50)),
+        };
+        match next {
             Ok((rank, status)) => {
                 ranks[rank].running = false;
                 let this = Failure::of(rank, status);
