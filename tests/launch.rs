@@ -509,9 +509,14 @@ fn preempt_launched_ranks(name: &str, also_ranks: bool) {
     let stdout = seen.join("\n");
     assert_eq!(out.code, 75, "{stdout}\n{}", out.stderr);
     assert_contains!(out.stderr, "[rank 0] fe-host stopped: SIGTERM after step ");
+    // The command it suggests starts the same ranks again.
+    assert_contains!(
+        out.stderr,
+        "continue with: fe-host run m.toml --nproc 2 --resume"
+    );
     assert_contains!(
         out.stderr.trim_end().lines().last().unwrap(),
-        "fe-host stopped: rank "
+        "fe-host stopped: every rank stopped once rank 0 had saved a checkpoint (rank "
     );
     assert!(!out.stderr.contains("error:"), "{}", out.stderr);
     let resumed = run_in(&path, &["--nproc", "2", "--resume", "-q"]);

@@ -166,7 +166,7 @@ fn plugin_problems(problems: &[String]) -> String {
 fn rank_failure(rank: usize, world: usize, code: i32, signal: Option<i32>) -> String {
     if code == i32::from(crate::stop::EXIT_STOPPED) {
         return format!(
-            "fe-host stopped: rank {rank} of {world} saved a checkpoint and stopped (exit code {code}); continue with the same command and --resume"
+            "fe-host stopped: every rank stopped once rank 0 had saved a checkpoint (rank {rank} of {world} exited first, with code {code}); continue with the same command and --resume"
         );
     }
     match signal {

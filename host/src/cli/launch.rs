@@ -154,7 +154,11 @@ fn without_nproc(args: Vec<OsString>) -> Vec<OsString> {
     out
 }
 
-/// torchrun's variables for local rank `rank` of `world` on a single node.
+/// Tells a rank `--nproc N` started it, so the commands it suggests (resume, train longer)
+/// start the same ranks again: the launcher takes `--nproc` out of the ranks' command line.
+pub const LAUNCHED_BY: &str = "FE_HOST_NPROC";
+
+/// torchrun's variables for local rank `rank` of `world` on a single node, and [`LAUNCHED_BY`].
 fn rank_environment(rank: usize, world: usize, port: u16, run_id: &str) -> Vec<(String, String)> {
     let (rank, world) = (rank.to_string(), world.to_string());
     [
@@ -172,6 +176,7 @@ fn rank_environment(rank: usize, world: usize, port: u16, run_id: &str) -> Vec<(
         ("TORCHELASTIC_RUN_ID", run_id),
         ("TORCHELASTIC_RESTART_COUNT", "0"),
         ("TORCHELASTIC_MAX_RESTARTS", "0"),
+        (LAUNCHED_BY, world.as_str()),
     ]
     .into_iter()
     .map(|(name, value)| (name.to_owned(), value.to_owned()))

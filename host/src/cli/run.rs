@@ -182,6 +182,9 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
 /// gives its own).
 fn same_run(args: &RunArgs, with_epochs: bool) -> String {
     let mut words = vec![same_model(args)];
+    if let Ok(nproc) = std::env::var(super::launch::LAUNCHED_BY) {
+        words.push(format!("--nproc {}", shell_word(&nproc)));
+    }
     if let (true, Some(epochs)) = (with_epochs, args.epochs) {
         words.push(format!("--epochs {epochs}"));
     }

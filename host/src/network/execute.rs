@@ -233,7 +233,11 @@ fn call(
                     deferred,
                 )
             }));
-            finish("UpdateOp", outcome.map(|r| r.map(|()| Vec::new())))
+            finish(
+                "UpdateOp",
+                "backward and update",
+                outcome.map(|r| r.map(|()| Vec::new())),
+            )
         }
         OpKind::Gradient(gradient) => {
             let models = &*env.models;
@@ -241,22 +245,25 @@ fn call(
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 gradient.forward(models, finals, inputs, flags.retain_graph)
             }));
-            finish("GradientOp", outcome)
+            finish("GradientOp", "backward", outcome)
         }
         OpKind::Delete | OpKind::Meta(_) => Ok(Vec::new()),
     }
 }
 
+/// A built-in op's outcome as the step reports it: `method` is what the op was doing (an
+/// UpdateOp's backward pass and update, where a lost rank shows as a failed all-reduce).
 fn finish(
     component: &str,
+    method: &str,
     outcome: std::thread::Result<Result<Vec<Tensor>, String>>,
 ) -> Result<Vec<Tensor>, PluginError> {
     match outcome {
         Ok(Ok(outputs)) => Ok(outputs),
-        Ok(Err(message)) => Err(Error::builtin(component, "forward", message)),
+        Ok(Err(message)) => Err(Error::builtin(component, method, message)),
         Err(payload) => Err(Error::builtin(
             component,
-            "forward",
+            method,
             fe_plugin_api::panic_message(payload.as_ref()),
         )),
     }
@@ -273,7 +280,7 @@ pub fn apply_deferred(
         model
             .apply(&update.grads, update.found_inf.as_ref(), update.averaged)
             .map_err(|message| {
-                Error::builtin("UpdateOp", "forward", format!("{name}: {message}"))
+                Error::builtin("UpdateOp", "update", format!("{name}: {message}"))
             })?;
     }
     Ok(())
