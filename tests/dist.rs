@@ -519,6 +519,45 @@ fn a_hung_rank_zero_does_not_hang_the_others() {
     assert_contains!(errors[0], "error: rank 1 of 2: ");
 }
 
+/// Something that accepts connections at MASTER_PORT but never answers (another service, or a
+/// store whose host froze): the rank gives up past its timeout, saying so, instead of waiting
+/// for good.
+#[test]
+fn a_rendezvous_port_that_never_answers_does_not_hang_the_rank() {
+    let dir = TempDir::new("dp-silent-store");
+    let text =
+        manifest(SGD, 32, 1, "").replace("process_group_timeout = 60", "process_group_timeout = 3");
+    let path = dir.write("m.toml", &text);
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let held = std::thread::spawn(move || {
+        let mut connections = Vec::new();
+        while let Ok((connection, _)) = listener.accept() {
+            connections.push(connection);
+            if connections.len() == 4 {
+                break;
+            }
+        }
+        connections
+    });
+    let rank: Run = fe_host()
+        .current_dir(dir.path())
+        .args(["run", &*path.to_string_lossy()])
+        .envs([
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+        ])
+        .env("MASTER_PORT", &port)
+        .output_within();
+    assert_eq!(rank.code, 1, "{}\n{}", rank.stdout, rank.stderr);
+    assert_contains!(
+        rank.stderr,
+        "error: rank 1 of 2: joining the process group (is what listens at MASTER_ADDR:MASTER_PORT a rendezvous store?) has waited"
+    );
+    drop(held);
+}
+
 /// The same manifest reading other files on each rank (a data directory that is not really
 /// shared): refused on every rank before training, naming the datasets and their counts.
 #[test]

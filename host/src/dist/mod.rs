@@ -180,7 +180,9 @@ impl ProcessGroup {
         let census_wait = census_wait(timeout);
         let timeout_ms = i64::try_from((timeout - census_wait).as_millis()).unwrap_or(i64::MAX);
         let watchdog = watchdog::Watchdog::start(membership.rank, membership.world, timeout);
-        let joining = watchdog.arm("joining the process group");
+        let joining = watchdog.arm(
+            "joining the process group (is what listens at MASTER_ADDR:MASTER_PORT a rendezvous store?)",
+        );
         let mut handle = std::ptr::null_mut();
         // SAFETY: the strings outlive the call; the shim writes `handle` only on success and
         // catches every exception.
