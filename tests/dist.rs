@@ -1,6 +1,6 @@
 //! Data-parallel training through the real binary: ranks started directly with torchrun's
-//! variables, by `.venv`'s torchrun (one node and two "nodes" on loopback), a lost rank, a
-//! preempted rank, resuming on another world size, and what is refused.
+//! variables, by `.venv`'s torchrun (one node and two "nodes" on loopback), resuming on another
+//! world size, and what is refused. Lost, hung and preempted ranks: `dist_faults.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -206,11 +206,11 @@ pub(crate) fn train_result(dir: &TempDir) -> (serde_json::Value, Vec<(String, tc
     (summary(dir.path()), weights(&dir.path().join("weights")))
 }
 
-fn summary(dir: &Path) -> serde_json::Value {
+pub(crate) fn summary(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
 }
 
-fn weights(dir: &Path) -> Vec<(String, tch::Tensor)> {
+pub(crate) fn weights(dir: &Path) -> Vec<(String, tch::Tensor)> {
     model_weights(dir, "lenet")
 }
 
@@ -242,7 +242,7 @@ pub(crate) fn last(summary: &serde_json::Value, mode: &str, key: &str) -> f64 {
 }
 
 /// The last training step that logged a loss (every 5th step is logged).
-fn last_step(summary: &serde_json::Value) -> u64 {
+pub(crate) fn last_step(summary: &serde_json::Value) -> u64 {
     let logged = crate::util::steps(summary, "train", "ce");
     logged.last().map_or(0, |(step, _)| *step)
 }
@@ -421,143 +421,6 @@ fn two_torchrun_nodes_on_loopback_train_together() {
     assert!(!dir.path().join("weights-node1").exists());
 }
 
-const CHECKPOINTS: &str = "\n[checkpoint]\ndir = \"ckpts\"\nevery_steps = 10\nkeep_last = 5\n";
-const KILL_TRACE: &str = "\n[[traces]]\ntrace = \"KillRank\"\n";
-
-#[test]
-fn a_lost_rank_is_named_and_a_restart_resumes_to_the_uninterrupted_weights() {
-    let reference = TempDir::new("dp-reference");
-    let text = manifest(SGD, 32, 2, &format!("{CHECKPOINTS}{KILL_TRACE}"));
-    let (_, expected) = train(&reference, 2, &text);
-
-    let dir = TempDir::new("dp-lost");
-    let path = dir.write("m.toml", &text);
-    let path = path.to_string_lossy();
-    // Rank 1 dies at step 25 of 40, after the checkpoint of step 20.
-    let runs = wait_all(spawn_ranks(
-        &dir,
-        2,
-        &["run", &path],
-        &[("FE_TEST_KILL", "1:25")],
-    ));
-    assert_eq!(runs[1].code, -1, "rank 1 was killed:\n{}", runs[1].stderr);
-    assert_eq!(runs[0].code, 1, "{}\n{}", runs[0].stdout, runs[0].stderr);
-    assert_contains!(
-        runs[0].stderr,
-        "rank 0 of 2: all-reduce failed: rank 1 is lost"
-    );
-    assert_eq!(
-        runs[0].stderr.trim_end().lines().count(),
-        1,
-        "{}",
-        runs[0].stderr
-    );
-
-    let verify: Run = fe_host()
-        .args([
-            "checkpoint",
-            "verify",
-            &dir.path().join("ckpts").to_string_lossy(),
-        ])
-        .output_within();
-    assert_eq!(verify.code, 0, "{}", verify.stderr);
-
-    let args = ["run", &*path, "--resume", "--save-weights", "weights"];
-    for (rank, run) in wait_all(spawn_ranks(&dir, 2, &args, &[]))
-        .iter()
-        .enumerate()
-    {
-        assert_eq!(run.code, 0, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
-    }
-    let difference = max_difference(&expected, &weights(&dir.path().join("weights")));
-    assert_eq!(difference, 0.0, "the resumed run ends elsewhere");
-}
-
-#[test]
-fn a_hung_rank_is_named_within_the_timeout() {
-    let dir = TempDir::new("dp-hung");
-    let text = manifest(SGD, 32, 1, KILL_TRACE)
-        .replace("process_group_timeout = 60", "process_group_timeout = 20");
-    let path = dir.write("m.toml", &text);
-    let path = path.to_string_lossy();
-    let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", "1:3:STOP")]);
-    let hung = children.pop().unwrap();
-    let rank0 = wait_all_within(children).remove(0);
-    // SAFETY: kill(2) on a child we started and have not reaped.
-    unsafe { libc::kill(hung.id() as libc::pid_t, libc::SIGKILL) };
-    let _ = hung.wait_with_output();
-    assert_eq!(rank0.code, 1, "{}\n{}", rank0.stdout, rank0.stderr);
-    assert_contains!(
-        rank0.stderr,
-        "rank 0 of 2: all-reduce failed: rank 1 is lost"
-    );
-}
-
-/// Rank 0 hangs (stopped, its sockets open) while hosting the rendezvous store: rank 1's
-/// collective, and the roll call on the store after it, get no answer, and rank 1 still ends
-/// (exit 1, one line) instead of waiting for good.
-#[test]
-fn a_hung_rank_zero_does_not_hang_the_others() {
-    let dir = TempDir::new("dp-hung-zero");
-    let text = manifest(SGD, 32, 1, KILL_TRACE)
-        .replace("process_group_timeout = 60", "process_group_timeout = 10");
-    let path = dir.write("m.toml", &text);
-    let path = path.to_string_lossy();
-    let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", "0:3:STOP")]);
-    let rank1 = wait_all_within(children.split_off(1)).remove(0);
-    let hung = children.remove(0);
-    // SAFETY: kill(2) on a child we started and have not reaped.
-    unsafe { libc::kill(hung.id() as libc::pid_t, libc::SIGKILL) };
-    let _ = hung.wait_with_output();
-    assert_eq!(rank1.code, 1, "{}\n{}", rank1.stdout, rank1.stderr);
-    let errors: Vec<&str> = rank1
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("error: "))
-        .collect();
-    assert_eq!(errors.len(), 1, "{}", rank1.stderr);
-    assert_contains!(errors[0], "error: rank 1 of 2: ");
-}
-
-/// Something that accepts connections at MASTER_PORT but never answers (another service, or a
-/// store whose host froze): the rank gives up past its timeout, saying so, instead of waiting
-/// for good.
-#[test]
-fn a_rendezvous_port_that_never_answers_does_not_hang_the_rank() {
-    let dir = TempDir::new("dp-silent-store");
-    let text =
-        manifest(SGD, 32, 1, "").replace("process_group_timeout = 60", "process_group_timeout = 3");
-    let path = dir.write("m.toml", &text);
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
-    let port = listener.local_addr().unwrap().port().to_string();
-    let held = std::thread::spawn(move || {
-        let mut connections = Vec::new();
-        while let Ok((connection, _)) = listener.accept() {
-            connections.push(connection);
-            if connections.len() == 4 {
-                break;
-            }
-        }
-        connections
-    });
-    let rank: Run = fe_host()
-        .current_dir(dir.path())
-        .args(["run", &*path.to_string_lossy()])
-        .envs([
-            ("RANK", "1"),
-            ("WORLD_SIZE", "2"),
-            ("MASTER_ADDR", "127.0.0.1"),
-        ])
-        .env("MASTER_PORT", &port)
-        .output_within();
-    assert_eq!(rank.code, 1, "{}\n{}", rank.stdout, rank.stderr);
-    assert_contains!(
-        rank.stderr,
-        "error: rank 1 of 2: joining the process group (is what listens at MASTER_ADDR:MASTER_PORT a rendezvous store?) has waited"
-    );
-    drop(held);
-}
-
 /// The same manifest reading other files on each rank (a data directory that is not really
 /// shared): refused on every rank before training, naming the datasets and their counts.
 #[test]
@@ -618,57 +481,6 @@ fn render_shows_the_world_size_and_each_ranks_batch() {
         out.stderr,
         "batch size 30 (epoch 1) does not divide among 4 ranks"
     );
-}
-
-/// Trains 2 ranks with `trace` appended and `FE_TEST_KILL=kill` (which makes rank 1 signal
-/// itself); checks that both ranks stopped resumable (exit 75) with the one checkpoint
-/// `ckpt-<step>`, then that resuming on 2 ranks completes the run's 20 steps.
-fn preempted_rank_stops_every_rank_after(tag: &str, trace: &str, kill: &str, step: u64) {
-    let dir = TempDir::new(tag);
-    let text = manifest(SGD, 32, 1, &format!("{CHECKPOINTS}{trace}"));
-    let path = dir.write("m.toml", &text);
-    let path = path.to_string_lossy();
-    let runs = wait_all(spawn_ranks(
-        &dir,
-        2,
-        &["run", &path],
-        &[("FE_TEST_KILL", kill)],
-    ));
-    for (rank, run) in runs.iter().enumerate() {
-        assert_eq!(run.code, 75, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
-    }
-    assert_contains!(runs[0].stderr, "SIGTERM");
-    let checkpoints: Vec<String> = std::fs::read_dir(dir.path().join("ckpts"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("ckpt-"))
-        .collect();
-    assert_eq!(checkpoints, [format!("ckpt-{step}")], "{}", runs[0].stderr);
-    let args = ["run", &*path, "--resume", "--summary", "summary.json"];
-    for (rank, run) in wait_all(spawn_ranks(&dir, 2, &args, &[]))
-        .iter()
-        .enumerate()
-    {
-        assert_eq!(run.code, 0, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
-    }
-    assert_eq!(last_step(&summary(dir.path())), 20);
-}
-
-#[test]
-fn sigterm_on_one_rank_checkpoints_every_rank_and_exits_resumable() {
-    // KillRank is a plugin trace, which may stop training between steps: the ranks agree
-    // after every step, so both stop after step 7, the step rank 1 was signalled in.
-    preempted_rank_stops_every_rank_after("dp-preempted", KILL_TRACE, "1:7:TERM", 7);
-}
-
-#[test]
-fn a_signal_rides_the_next_gradient_all_reduce_when_no_trace_can_stop() {
-    // No trace here can stop between steps (a metric cannot ask), so the ranks agree on
-    // signals inside the gradient all-reduce rather than in a collective of their own. A
-    // signal raised on rank 1 after step 7's all-reduce travels with step 8's: both ranks
-    // stop after step 8, checkpoint it, and exit resumable.
-    let metric = "\n[[traces]]\ntrace = \"SignalRankMetric\"\ninputs = \"y\"\noutputs = \"signalled\"\nmode = \"train\"\n";
-    preempted_rank_stops_every_rank_after("dp-carried-signal", metric, "1:7", 8);
 }
 
 #[test]

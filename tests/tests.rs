@@ -14,6 +14,7 @@ mod cli_errors;
 mod console;
 mod devices;
 mod dist;
+mod dist_faults;
 #[cfg(feature = "cuda-tests")]
 mod gpu;
 mod install;
