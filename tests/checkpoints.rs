@@ -124,10 +124,7 @@ fn more_epochs_resume_from_latest_with_consent() {
     let dir = TempDir::new("more-epochs");
     let text = manifest("keep_last = 2");
     let first = full_run(&dir, "run", &text, &[]);
-    let names: Vec<String> = std::fs::read_dir(first.join("ckpt"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let names = crate::util::file_names(&first.join("ckpt"));
     assert_eq!(names.len(), 3, "two checkpoints and `latest`: {names:?}");
     // The command line's --epochs is explicit; an edited manifest needs --allow-changes.
     // (Not --quiet: the resume line is what this checks, and --quiet silences it.)

@@ -222,10 +222,7 @@ fn missing_key_fails_before_training_naming_key_and_mode() {
     let path = manifest(&dir, &text);
     let out = run_failing(&["run", &path], 2);
     // Pointed at the line naming the key.
-    let line = 1 + text
-        .lines()
-        .position(|l| l == "inputs = [\"y_pred\", \"label\"]")
-        .unwrap();
+    let line = line_of(&text, "inputs = [\"y_pred\", \"label\"]");
     assert_text_eq!(
         out.stderr,
         format!(
@@ -243,10 +240,7 @@ fn a_trace_input_nothing_provides_points_at_its_line() {
     );
     let path = manifest(&dir, &text);
     let out = run_failing(&["run", &path], 2);
-    let line = 1 + text
-        .lines()
-        .position(|l| l == "inputs = [\"y\", \"y_prd\"]")
-        .unwrap();
+    let line = line_of(&text, "inputs = [\"y\", \"y_prd\"]");
     assert_contains!(
         out.stderr,
         format!("error: {path}:{line}:1: traces[1].inputs: Accuracy (traces[1]) needs `y_prd` in eval (epoch 1)")

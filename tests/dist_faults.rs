@@ -59,19 +59,29 @@ fn a_lost_rank_is_named_and_a_restart_resumes_to_the_uninterrupted_weights() {
     assert_eq!(difference, 0.0, "the resumed run ends elsewhere");
 }
 
-#[test]
-fn a_hung_rank_is_named_within_the_timeout() {
-    let dir = TempDir::new("dp-hung");
-    let text = manifest(SGD, 32, 1, KILL_TRACE)
-        .replace("process_group_timeout = 60", "process_group_timeout = 20");
+/// Two ranks with `process_group_timeout = timeout`, rank `hung` stopping itself (SIGSTOP)
+/// after step 3: the other rank's run, once it ended (the hung one is then killed).
+fn with_a_hung_rank(tag: &str, timeout: u32, hung: usize) -> Run {
+    let dir = TempDir::new(tag);
+    let text = manifest(SGD, 32, 1, KILL_TRACE).replace(
+        "process_group_timeout = 60",
+        &format!("process_group_timeout = {timeout}"),
+    );
     let path = dir.write("m.toml", &text);
     let path = path.to_string_lossy();
-    let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", "1:3:STOP")]);
-    let hung = children.pop().unwrap();
-    let rank0 = wait_all_within(children).remove(0);
+    let kill = format!("{hung}:3:STOP");
+    let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", &kill)]);
+    let hung = children.remove(hung);
+    let other = wait_all_within(children).remove(0);
     // SAFETY: kill(2) on a child we started and have not reaped.
     unsafe { libc::kill(hung.id() as libc::pid_t, libc::SIGKILL) };
     let _ = hung.wait_with_output();
+    other
+}
+
+#[test]
+fn a_hung_rank_is_named_within_the_timeout() {
+    let rank0 = with_a_hung_rank("dp-hung", 20, 1);
     assert_eq!(rank0.code, 1, "{}\n{}", rank0.stdout, rank0.stderr);
     assert_contains!(
         rank0.stderr,
@@ -84,17 +94,7 @@ fn a_hung_rank_is_named_within_the_timeout() {
 /// (exit 1, one line) instead of waiting for good.
 #[test]
 fn a_hung_rank_zero_does_not_hang_the_others() {
-    let dir = TempDir::new("dp-hung-zero");
-    let text = manifest(SGD, 32, 1, KILL_TRACE)
-        .replace("process_group_timeout = 60", "process_group_timeout = 10");
-    let path = dir.write("m.toml", &text);
-    let path = path.to_string_lossy();
-    let mut children = spawn_ranks(&dir, 2, &["run", &path], &[("FE_TEST_KILL", "0:3:STOP")]);
-    let rank1 = wait_all_within(children.split_off(1)).remove(0);
-    let hung = children.remove(0);
-    // SAFETY: kill(2) on a child we started and have not reaped.
-    unsafe { libc::kill(hung.id() as libc::pid_t, libc::SIGKILL) };
-    let _ = hung.wait_with_output();
+    let rank1 = with_a_hung_rank("dp-hung-zero", 10, 0);
     assert_eq!(rank1.code, 1, "{}\n{}", rank1.stdout, rank1.stderr);
     let errors: Vec<&str> = rank1
         .stderr
@@ -162,9 +162,8 @@ fn preempted_rank_stops_every_rank_after(tag: &str, trace: &str, kill: &str, ste
         assert_eq!(run.code, 75, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
     }
     assert_contains!(runs[0].stderr, "SIGTERM");
-    let checkpoints: Vec<String> = std::fs::read_dir(dir.path().join("ckpts"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let checkpoints: Vec<String> = crate::util::file_names(&dir.path().join("ckpts"))
+        .into_iter()
         .filter(|name| name.starts_with("ckpt-"))
         .collect();
     assert_eq!(checkpoints, [format!("ckpt-{step}")], "{}", runs[0].stderr);

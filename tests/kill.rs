@@ -134,9 +134,8 @@ fn kill_loop(tag: &str, seed: u64) {
         weights(&killed) == expected,
         "weights differ after {kills} kills"
     );
-    let leftovers: Vec<String> = std::fs::read_dir(killed.join("ckpt"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let leftovers: Vec<String> = crate::util::file_names(&killed.join("ckpt"))
+        .into_iter()
         .filter(|n| n.starts_with('.') || n.contains(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "left behind: {leftovers:?}");

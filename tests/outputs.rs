@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::util::{fe_host, lenet_manifest, Run, TempDir};
+use crate::util::{fe_host, file_names, lenet_manifest, Run, TempDir};
 
 /// Every output a manifest can name: run log and plot, both savers, both loggers,
 /// TensorBoard and checkpoints, all under `out/`.
@@ -114,7 +114,7 @@ fn a_smoke_run_leaves_every_file_of_a_finished_run_byte_identical() {
         "a smoke run changed the finished run's files"
     );
     assert_eq!(
-        names(&dir.join("out/run")),
+        file_names(&dir.join("out/run")),
         ["latest", "version_0"],
         "a smoke run takes no version"
     );
@@ -156,16 +156,6 @@ fn a_smoke_run_leaves_every_file_of_a_finished_run_byte_identical() {
     );
 }
 
-/// Names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_new_run_never_writes_into_another_runs_checkpoint_folder() {
     let temp = TempDir::new("ckpt-owner");
@@ -193,7 +183,7 @@ fn a_new_run_never_writes_into_another_runs_checkpoint_folder() {
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert!(!dir.join("out/best/lenet_best_ce.tmp-999999").exists());
     assert_eq!(
-        names(&dir.join("out/ckpt")),
+        file_names(&dir.join("out/ckpt")),
         ["ckpt-30", "ckpt-60", "latest"]
     );
 }
@@ -234,7 +224,7 @@ fn a_run_refused_at_start_leaves_nothing_behind() {
     std::fs::write(dir.join("m.toml"), no_data).unwrap();
     let out = crate::util::run_failing(&["run", &dir.join("m.toml").to_string_lossy()], 2);
     assert_contains!(out.stderr, "no dataset");
-    assert_eq!(names(dir), ["m.toml"]);
+    assert_eq!(file_names(dir), ["m.toml"]);
 
     // `run.log_dir` naming a file: refused before the CSV logger creates its file.
     std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
@@ -242,7 +232,7 @@ fn a_run_refused_at_start_leaves_nothing_behind() {
     std::fs::write(dir.join("out/run"), "a file").unwrap();
     let out = crate::util::run_failing(&["run", &dir.join("m.toml").to_string_lossy()], 2);
     assert_contains!(out.stderr, "run.log_dir");
-    assert_eq!(names(&dir.join("out")), ["run"]);
+    assert_eq!(file_names(&dir.join("out")), ["run"]);
 }
 
 /// Every file and directory under `dir` whose name marks it as a write's temporary

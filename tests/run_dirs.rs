@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::util::{fe_host, lenet_manifest, Run, TempDir};
+use crate::util::{fe_host, file_names, lenet_manifest, Run, TempDir};
 
 /// LeNet for 4 steps an epoch, logging every 2, with its best model and checkpoints under
 /// its root `runs/lenet`, as examples/lenet.toml keeps them.
@@ -66,15 +66,6 @@ fn latest(root: &Path) -> String {
         .into_owned()
 }
 
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn two_runs_get_two_versions_and_a_resume_appends_to_its_own() {
     let temp = TempDir::new("run-versions");
@@ -128,7 +119,7 @@ fn two_runs_get_two_versions_and_a_resume_appends_to_its_own() {
     // A second run into the same root leaves the first untouched.
     let second = run_in(dir, &["run", "m.toml", "-q", "--summary", "summary.json"]);
     assert_eq!(second.stdout, "", "-q prints nothing");
-    assert_eq!(entries(&root), ["latest", "version_0", "version_1"]);
+    assert_eq!(file_names(&root), ["latest", "version_0", "version_1"]);
     assert_eq!(latest(&root), "version_1");
     assert_eq!(hashes(&root.join("version_0")), version_0);
     let version_1 = hashes(&root.join("version_1"));
@@ -162,16 +153,16 @@ fn two_runs_get_two_versions_and_a_resume_appends_to_its_own() {
         ],
     );
     assert_contains!(resumed.stdout, "writing into runs/lenet/version_0");
-    assert_eq!(entries(&root), ["latest", "version_0", "version_1"]);
+    assert_eq!(file_names(&root), ["latest", "version_0", "version_1"]);
     assert_eq!(latest(&root), "version_0");
     assert_eq!(hashes(&root.join("version_1")), version_1);
     assert_eq!(
-        entries(&root.join("version_0/checkpoints")),
+        file_names(&root.join("version_0/checkpoints")),
         ["ckpt-4", "ckpt-8", "latest"]
     );
     // `--resume` alone continues the latest version.
     run_in(dir, &["run", "m.toml", "-q", "--resume", "--epochs", "3"]);
-    assert_eq!(entries(&root), ["latest", "version_0", "version_1"]);
+    assert_eq!(file_names(&root), ["latest", "version_0", "version_1"]);
     let history = fe_host::report::read_jsonl(&root.join("version_0/log.jsonl")).unwrap();
     assert_eq!(
         history["eval"]["ce"].keys().copied().collect::<Vec<_>>(),
@@ -247,11 +238,11 @@ fn a_launcher_names_the_version_every_rank_writes_into() {
         .into();
     assert_eq!(out.code, 0, "{}", out.stderr);
     let root = dir.join("runs/lenet");
-    assert_eq!(entries(&root), ["latest", "version_7"]);
+    assert_eq!(file_names(&root), ["latest", "version_7"]);
     assert!(root.join("version_7/checkpoints/ckpt-4").is_dir());
     // The next run without it takes the next free number.
     run_in(dir, &["run", "m.toml", "-q"]);
-    assert_eq!(entries(&root), ["latest", "version_7", "version_8"]);
+    assert_eq!(file_names(&root), ["latest", "version_7", "version_8"]);
     assert_eq!(latest(&root), "version_8");
 }
 
@@ -293,12 +284,12 @@ fn a_named_version_holding_another_runs_results_is_refused_unless_resumed() {
             before,
             "{manifest}: the finished run's files changed"
         );
-        assert_eq!(entries(&root), ["latest", "version_0"]);
+        assert_eq!(file_names(&root), ["latest", "version_0"]);
     }
 
     // A run that resumes the version it names is that version's run: it goes on there.
     run_in(dir, &["run", "m.toml", "-q"]);
-    assert_eq!(entries(&root), ["latest", "version_0", "version_1"]);
+    assert_eq!(file_names(&root), ["latest", "version_0", "version_1"]);
     let resumed: Run = fe_host()
         .current_dir(dir)
         .env("FE_RUN_VERSION", "1")
@@ -327,7 +318,7 @@ fn a_run_that_fails_at_start_leaves_no_version_behind() {
         .unwrap()
         .into();
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert_eq!(entries(dir), ["m.toml"], "nothing left behind");
+    assert_eq!(file_names(dir), ["m.toml"], "nothing left behind");
 }
 
 #[test]

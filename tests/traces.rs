@@ -6,17 +6,7 @@ use std::path::{Path, PathBuf};
 
 use fe_host::report::{read_csv, read_events, read_jsonl};
 
-use crate::util::{fe_host, lenet_manifest, run, run_with_summary, steps, TempDir};
-
-/// The names of the files in `dir`, sorted.
-fn file_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
+use crate::util::{fe_host, file_names, lenet_manifest, run, run_with_summary, steps, TempDir};
 
 /// LeNet learning for two epochs, then frozen (SGD with lr 0), so the evaluation loss stops
 /// improving from epoch 3 on, exactly.
