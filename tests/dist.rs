@@ -270,15 +270,25 @@ fn check_equal_to_one_process(optimizer: &str, tolerance: f64) {
     );
     // The model's only update (deferred, as trailing updates are) was averaged during each
     // of the 20 steps' backward pass, never after it.
+    let data_parallel = &parallel["data_parallel"];
+    assert_eq!(data_parallel["rank"], 0);
+    assert_eq!(data_parallel["world"], 2);
     assert_eq!(
-        parallel["data_parallel"],
-        serde_json::json!({
-            "rank": 0,
-            "world": 2,
-            "gradient_averages": { "during_backward": 20, "after_backward": 0 },
-        })
+        data_parallel["gradient_averages"],
+        serde_json::json!({ "during_backward": 20, "after_backward": 0 })
     );
+    assert_waited_for(data_parallel, 20);
     assert!(single.get("data_parallel").is_none(), "{single}");
+}
+
+/// The summary's `gradient_waits` count `updates` waits, and its figures are ordered.
+fn assert_waited_for(data_parallel: &serde_json::Value, updates: u64) {
+    let waits = &data_parallel["gradient_waits"];
+    assert_eq!(waits["updates"], updates, "{waits}");
+    let figure = |key: &str| waits[key].as_f64().unwrap_or(f64::NAN);
+    let (median, p95, max) = (figure("median_ms"), figure("p95_ms"), figure("max_ms"));
+    assert!(0.0 < median && median <= p95 && p95 <= max, "{waits}");
+    assert!(figure("total_seconds") * 1e3 >= max, "{waits}");
 }
 
 #[test]
@@ -307,6 +317,7 @@ fn a_model_updated_twice_a_step_is_averaged_after_backward_and_matches_one_proce
         parallel["data_parallel"]["gradient_averages"],
         serde_json::json!({ "during_backward": 0, "after_backward": 20 })
     );
+    assert_waited_for(&parallel["data_parallel"], 20);
 }
 
 #[test]
@@ -353,6 +364,7 @@ loss = "ce_b"
         parallel["data_parallel"]["gradient_averages"],
         serde_json::json!({ "during_backward": 40, "after_backward": 0 })
     );
+    assert_waited_for(&parallel["data_parallel"], 40);
 }
 
 fn torchrun() -> Command {

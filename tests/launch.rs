@@ -269,6 +269,11 @@ fn nproc_two_ends_with_the_weights_torchrun_gives_and_only_rank_0_speaks() {
         format!("threads: 1; pipeline workers: {};", (cores / 2).max(1))
     );
     assert!(!out.stdout.contains("[rank 1] fe-host"), "{}", out.stdout);
+    // Rank 0 ends with what the ranks' all-reduces cost it (18 steps, one update each).
+    assert_contains!(
+        out.stdout,
+        "[rank 0] fe-host parallel: 2 ranks; gradients waited for after backward: median "
+    );
     let theirs = run_dir(&dir, "torchrun", &text);
     let out: Run = Command::new("timeout")
         .arg("300")

@@ -6,6 +6,9 @@
 //! * (c) fe-host, 1 process × 2 threads;
 //! * (d) one all-reduce of LeNet's gradients over Gloo between 2 ranks (torch.distributed).
 //!
+//! It also prints how long (a)'s rank 0 waited for its averaged gradients once backward was
+//! done (from its `--summary`): the cost that separates (a) from (c).
+//!
 //! Every configuration is timed as whole processes, wall clock, at two step counts; samples/s
 //! is the difference in samples over the difference in time, so start-up (python's imports,
 //! plugin loading, rendezvous, warm-up) cancels out and only training steps are compared.
@@ -27,6 +30,23 @@ mod common;
 use common::{env_or, median, write_dataset, MANIFEST};
 
 const BATCH: usize = 32;
+/// Where (a) leaves rank 0's `--summary`, in the bench directory: how long it waited for its
+/// gradients after backward.
+const SUMMARY: &str = "summary-a.json";
+
+/// (a)'s waits for averaged gradients after backward in its latest run: median and p95 in
+/// milliseconds, and their share of the training time.
+fn host_waits(dir: &Path, samples_per_second: f64, steps: usize) -> Option<(f64, f64, f64)> {
+    let text = std::fs::read_to_string(dir.join(SUMMARY)).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let waits = &json["data_parallel"]["gradient_waits"];
+    let train_seconds = (steps * BATCH) as f64 / samples_per_second;
+    Some((
+        waits["median_ms"].as_f64()?,
+        waits["p95_ms"].as_f64()?,
+        waits["total_seconds"].as_f64()? / train_seconds,
+    ))
+}
 
 /// One way of training LeNet on the dataset in the bench directory.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -48,7 +68,7 @@ impl Setup {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_fe-host"));
                 c.args(["run", "lenet.toml", "-q", "--set", &steps_set]);
                 if self == Setup::HostRanks {
-                    c.args(["--nproc", "2", "--threads", "1"]);
+                    c.args(["--nproc", "2", "--threads", "1", "--summary", SUMMARY]);
                 } else {
                     c.args(["--threads", "2"]);
                 }
@@ -156,6 +176,7 @@ fn main() {
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
     let mut failed: Vec<Option<String>> = vec![None; setups.len()];
     let (mut over_ddp, mut over_threads) = (Vec::new(), Vec::new());
+    let mut waits: Vec<(f64, f64, f64)> = Vec::new();
     // One untimed run of each first: the first start of a setup reads libtorch and python
     // from disk, which made a first round's short run as slow as its long one.
     for (i, setup) in setups.iter().enumerate() {
@@ -176,6 +197,9 @@ fn main() {
                 Ok(Some(rate)) => {
                     rates[i].push(rate);
                     this_round[i] = Some(rate);
+                    if setups[i] == Setup::HostRanks {
+                        waits.extend(host_waits(&dir, rate, long));
+                    }
                 }
                 Ok(None) => {}
                 Err(why) => failed[i] = Some(why),
@@ -218,6 +242,14 @@ fn main() {
         println!(
             "c/b = {:.3} (fe-host threads over PyTorch DDP ranks)",
             median(rates[2].clone()) / median(rates[1].clone())
+        );
+    }
+    if !waits.is_empty() {
+        println!(
+            "(a) rank 0 waited for gradients after backward: median {:.3} ms, p95 {:.3} ms, {:.1}% of training (medians over rounds)",
+            median(waits.iter().map(|w| w.0).collect()),
+            median(waits.iter().map(|w| w.1).collect()),
+            100.0 * median(waits.iter().map(|w| w.2).collect())
         );
     }
     println!("(d) {} (Gloo, 2 ranks, median)", all_reduce(&dir));

@@ -167,6 +167,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
                 "rank": group.rank(),
                 "world": group.world(),
                 "gradient_averages": group.gradient_averages(),
+                "gradient_waits": group.gradient_waits(),
             })
         });
         let json = crate::system::summary_json(&estimator.system, data_parallel)

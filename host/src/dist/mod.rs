@@ -7,6 +7,7 @@ pub mod env;
 pub mod overlap;
 pub mod role;
 pub mod sync;
+pub mod waits;
 mod watchdog;
 
 use std::ffi::{c_char, c_int, c_void, CString};

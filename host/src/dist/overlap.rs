@@ -3,6 +3,7 @@
 //! gradients, and each full bucket is all-reduced on Gloo's threads while backward carries on.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::time::{Duration, Instant};
 
 use tch::Tensor;
 use torch_sys::C_tensor;
@@ -92,13 +93,14 @@ impl Overlap {
 
     /// Runs `backward` with the hooks armed, then sends what is left, waits for every bucket
     /// and returns the averaged gradients (one per parameter, zeros for those `backward` did
-    /// not reach) with the sums over the ranks of `extra`.
+    /// not reach) with the sums over the ranks of `extra`, and how long it waited for them
+    /// once `backward` was done.
     pub(super) fn around<T>(
         &mut self,
         group: &mut ProcessGroup,
         backward: impl FnOnce() -> Result<T, String>,
         extra: [f32; EXTRA],
-    ) -> Result<(Vec<Tensor>, [f32; EXTRA]), String> {
+    ) -> Result<(Vec<Tensor>, [f32; EXTRA], Duration), String> {
         // SAFETY: `handle` is live until drop.
         crate::shim::check(unsafe { fe_dist_overlap_arm(self.handle) })?;
         if let Err(error) = backward() {
@@ -109,6 +111,7 @@ impl Overlap {
         let mut sums = [0f32; EXTRA];
         let mut grads: Vec<*mut C_tensor> = vec![std::ptr::null_mut(); self.params];
         let _watched = group.watchdog.arm("the gradient all-reduce");
+        let started = Instant::now();
         // SAFETY: `extra` and `sums` hold EXTRA floats and `grads` one slot per parameter, as
         // the shim was told at creation; it fills `grads` only on success.
         crate::shim::check(unsafe {
@@ -120,12 +123,13 @@ impl Overlap {
             )
         })
         .map_err(group.context("all-reduce"))?;
+        let waited = started.elapsed();
         let grads = grads
             .into_iter()
             // SAFETY: each pointer is a `new at::Tensor` from the shim, owned from here on.
             .map(|pointer| unsafe { Tensor::from_ptr(pointer) })
             .collect();
-        Ok((grads, sums))
+        Ok((grads, sums, waited))
     }
 }
 

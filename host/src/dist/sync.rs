@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use fe_plugin_api::State;
 use tch::{Kind, Tensor};
 
+use super::waits::{WaitSummary, WaitTimes};
 use super::{Overlap, ProcessGroup, ReduceOp};
 use crate::stop::Signal;
 
@@ -54,6 +55,8 @@ pub struct SharedGroup {
     carried: Arc<AtomicU8>,
     /// Updates averaged so far (see [`GradientAverages`]).
     averages: Arc<AverageCounts>,
+    /// How long each update waited for its averaged gradients after backward.
+    waits: Arc<Mutex<WaitTimes>>,
 }
 
 impl SharedGroup {
@@ -66,6 +69,7 @@ impl SharedGroup {
             world,
             carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
             averages: Arc::default(),
+            waits: Arc::default(),
         }
     }
 
@@ -131,7 +135,12 @@ impl SharedGroup {
             .and_then(|f| f.f_to_kind(kind))
             .map_err(crate::tch_message)?;
         grads.push(flags);
-        self.lock().all_reduce(&grads, ReduceOp::Sum)?;
+        {
+            let mut group = self.lock();
+            let started = std::time::Instant::now();
+            group.all_reduce(&grads, ReduceOp::Sum)?;
+            self.waited(started.elapsed());
+        }
         let flags = grads.pop().map(|f| {
             f.f_to_device(tch::Device::Cpu)
                 .and_then(|f| f.f_to_kind(Kind::Float))
@@ -178,12 +187,30 @@ impl SharedGroup {
         backward: impl FnOnce() -> Result<T, String>,
     ) -> Result<Vec<Tensor>, String> {
         let mut group = self.lock();
-        let (grads, sums) = overlap.around(&mut group, backward, proposals(false))?;
+        let (grads, sums, waited) = overlap.around(&mut group, backward, proposals(false))?;
+        self.waited(waited);
         self.carry(sums);
         self.averages
             .during_backward
             .fetch_add(1, Ordering::Relaxed);
         Ok(grads)
+    }
+
+    fn waited(&self, wait: std::time::Duration) {
+        // A poisoned lock only means a panic elsewhere mid-record: the counts stay usable.
+        self.waits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .record(wait);
+    }
+
+    /// How long the updates so far waited for their averaged gradients once backward was
+    /// done (the communication backward did not hide).
+    pub fn gradient_waits(&self) -> WaitSummary {
+        self.waits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .summary()
     }
 
     /// Keeps the signal in the sums of [`proposals`] for [`SharedGroup::take_carried_signal`].

@@ -306,7 +306,7 @@ fn gradients_averaged_during_backward_equal_those_averaged_after_it() {
     let expected: Vec<Tensor> = expected.iter().map(|g| g / 2.0).collect();
 
     let extra = [rank as f32, 1.0, 0.0];
-    let (averaged, sums) = overlap
+    let (averaged, sums, _) = overlap
         .around(&mut group, || Ok::<_, String>(backward()), extra)
         .unwrap();
     assert_eq!(sums, [1.0, 2.0, 0.0]);

@@ -395,6 +395,11 @@ impl Estimator {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Seconds this process spent in training epochs (evaluation excluded).
+    pub fn train_seconds(&self) -> f64 {
+        self.train_seconds
+    }
+
     /// Training steps per second over the training epochs this process ran (time spent in
     /// evaluation excluded; after a resume, the steps the checkpoint had done are not counted).
     pub fn train_steps_per_second(&self) -> Option<f64> {
