@@ -9,7 +9,9 @@ use std::process::Command;
 use crate::util::{digits, fe_host, root, run_failing, Run, TempDir};
 
 /// The PyTorch side of these tests. `make OUT [SEED]`: a scripted conv net with batch norm and
-/// dropout (so train/eval mode matters) ending in a softmax. `jit MODULE IDX CSV`: runs the
+/// dropout (so train/eval mode matters) ending in a softmax. `tied OUT`: an MLP whose second
+/// layer shares the first one's weight; `steps BEFORE AFTER`: how far each variable moved
+/// between two module files, and whether the second still ties the weight. `jit MODULE IDX CSV`: runs the
 /// exported module on the first CSV-row-count images of an IDX file, min-max scaled as the
 /// manifest's pipeline does, and prints the largest difference from the CSV's scores.
 /// `lenet WEIGHTS IDX CSV`: the same through FastEstimator's LeNet defined here, its state
@@ -29,6 +31,18 @@ class Net(nn.Module):
         x = torch.relu(self.bn(self.conv(x)))
         x = self.drop(x.flatten(1))
         return torch.softmax(self.fc(x), -1)
+
+class Tied(nn.Module):
+    # `out` shares `inp`'s weight (tied weights, as language models tie embeddings).
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(784, 784)
+        self.out = nn.Linear(784, 784)
+        self.out.weight = self.inp.weight
+        self.head = nn.Linear(784, 10)
+    def forward(self, x):
+        h = torch.tanh(self.out(torch.tanh(self.inp(x.flatten(1)))))
+        return torch.softmax(self.head(h), -1)
 
 class LeNet(nn.Module):
     def __init__(self):
@@ -76,6 +90,16 @@ torch.manual_seed(0)
 if sys.argv[1] == 'make':
     torch.manual_seed(int(sys.argv[3]) if len(sys.argv) > 3 else 0)
     torch.jit.script(Net()).save(sys.argv[2])
+elif sys.argv[1] == 'tied':
+    torch.jit.script(Tied()).save(sys.argv[2])
+elif sys.argv[1] == 'steps':
+    # The largest change of each variable from one module file to another, and whether the
+    # second still ties `out.weight` to `inp.weight`.
+    before = torch.jit.load(sys.argv[2]).state_dict()
+    after = torch.jit.load(sys.argv[3])
+    for name, value in after.state_dict().items():
+        print('step', name, (value - before[name]).abs().max().item())
+    print('tied', after.out.weight.data_ptr() == after.inp.weight.data_ptr())
 elif sys.argv[1] == 'jit':
     compare(torch.jit.load(sys.argv[2]), sys.argv[3], sys.argv[4])
 elif sys.argv[1] == 'lenet':
@@ -358,6 +382,34 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
 /// The exported module is code as well as weights: another module in its place (same
 /// parameters, other values) is refused naming the file, as changed weights are; a card
 /// written before the module's sha256 was recorded still predicts.
+/// A weight a module holds under two names is one parameter, stepped once per update as
+/// PyTorch steps it (its `parameters()` list it once), and the export keeps the tie.
+#[test]
+fn a_tied_weight_is_stepped_once_per_update_and_stays_tied_in_the_export() {
+    let parent = TempDir::new("ts-tied");
+    let dir = parent.path().to_path_buf();
+    let text = manifest(1)
+        .replace("train_steps_per_epoch = 40", "train_steps_per_epoch = 1")
+        .replace("lr = 0.001", "lr = 0.01");
+    std::fs::write(dir.join("m.toml"), text).unwrap();
+    python(&dir, &["tied", "net.pt"]);
+    fe_host_in(&dir, &["run", "m.toml", "-q", "--export", "export"]);
+    let out = python(&dir, &["steps", "net.pt", "export/lenet.pt"]);
+    // Adam's first step moves each weight by at most its learning rate (0.01): a tied weight
+    // stepped once per name would move by up to twice that.
+    let steps: Vec<(&str, f64)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("step "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, step)| (name, step.parse().unwrap()))
+        .collect();
+    assert_eq!(steps.len(), 6, "{out}");
+    for (name, step) in &steps {
+        assert!(*step > 0.005 && *step <= 0.01 * 1.0001, "{name} moved {step}:\n{out}");
+    }
+    assert!(out.contains("tied True"), "{out}");
+}
+
 #[test]
 fn an_exported_torchscript_module_replaced_by_another_is_refused() {
     let parent = TempDir::new("torchscript-card");

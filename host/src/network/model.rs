@@ -21,6 +21,12 @@ pub struct ModelSlot {
     pub param_names: Vec<String>,
     /// Everything else the model holds (buffers, frozen parameters), by name.
     pub buffers: Vec<(String, Tensor)>,
+    /// Names under which the model holds a variable a second time (tied weights: a
+    /// TorchScript module whose `out.weight` is its `inp.weight`), with that variable. They are
+    /// saved and loaded under every name, as PyTorch's `state_dict` does, but the optimizer,
+    /// the gradient all-reduce and the buffer broadcast see each tensor once — as PyTorch's
+    /// `parameters()` does — or a tied weight would be stepped twice per update.
+    pub aliases: Vec<(String, Tensor)>,
     /// The optimizers it trains with, each in force in its own epochs (one, unless the
     /// manifest schedules them). Each keeps its own state across the epochs it is not used.
     pub optimizers: Vec<OptimizerSlot>,
@@ -89,6 +95,16 @@ pub struct ModelParts {
     pub torchscript: Option<TorchScriptSource>,
 }
 
+/// Whether `a` and `b` are one variable under two names: the same memory seen the same way.
+fn same_variable(a: &Tensor, b: &Tensor) -> bool {
+    a.numel() > 0
+        && a.data_ptr() == b.data_ptr()
+        && a.device() == b.device()
+        && a.kind() == b.kind()
+        && a.size() == b.size()
+        && a.stride() == b.stride()
+}
+
 impl ModelSlot {
     /// Wraps a freshly created model: splits its variables into trainable parameters and the
     /// rest, freezes them when not trainable, and moves everything to `device`.
@@ -96,7 +112,16 @@ impl ModelSlot {
         let mut params = Vec::new();
         let mut param_names = Vec::new();
         let mut buffers = Vec::new();
+        let mut aliases = Vec::new();
         for (var_name, mut tensor) in parts.variables {
+            if let Some(original) = params
+                .iter()
+                .chain(buffers.iter().map(|(_, t)| t))
+                .find(|seen| same_variable(seen, &tensor))
+            {
+                aliases.push((var_name, original.shallow_clone()));
+                continue;
+            }
             if tensor.device() != device {
                 // set_data keeps the tensor object, so the plugin's copy moves too.
                 let _guard = tch::no_grad_guard();
@@ -121,6 +146,7 @@ impl ModelSlot {
             params,
             param_names,
             buffers,
+            aliases,
             optimizers: parts.optimizers,
             current_optimizer,
             trainable: parts.trainable,
@@ -169,6 +195,7 @@ impl ModelSlot {
             .map(String::as_str)
             .zip(&self.params)
             .chain(self.buffers.iter().map(|(n, t)| (n.as_str(), t)))
+            .chain(self.aliases.iter().map(|(n, t)| (n.as_str(), t)))
     }
 
     /// Steps the optimizer with `grads`, or skips the step when `found_inf` (mixed precision)
