@@ -151,3 +151,77 @@ fn killed_runs_always_resume_to_the_same_weights_a() {
 fn killed_runs_always_resume_to_the_same_weights_b() {
     kill_loop("kill-b", 0xd1b5_4a32_d192_ed03);
 }
+
+/// The rows of the first run version's `log.jsonl` under `dir/logs`, as (mode, step, ce).
+fn logged_losses(dir: &Path) -> Vec<(String, u64, String)> {
+    let log = dir.join("logs/version_0/log.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            (
+                row["mode"].as_str().unwrap_or_default().to_owned(),
+                row["step"].as_u64().unwrap_or_default(),
+                row["values"]["ce"].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The log on disk reaches every step the newest checkpoint does: a run killed after a
+/// mid-epoch checkpoint (before its epoch's end flushed anything) resumes with every row an
+/// uninterrupted run writes, the losses bit for bit.
+#[test]
+fn a_run_killed_after_a_mid_epoch_checkpoint_resumes_with_every_log_row() {
+    use std::io::BufRead;
+    let dir = TempDir::new("kill-log");
+    let text = manifest("\n[checkpoint]\nevery_steps = 5\n")
+        .replace("log_steps = 0", "log_steps = 1")
+        .replace("epochs = 8", "epochs = 2");
+    let run = |name: &str, args: &[&str]| {
+        let at = dir.path().join(name);
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(at.join("m.toml"), &text).unwrap();
+        let mut command = fe_host();
+        command
+            .current_dir(&at)
+            .args(["run", "m.toml", "--log-dir", "logs"])
+            .args(args);
+        (at, command)
+    };
+    let (reference, mut command) = run("reference", &["-q"]);
+    assert_eq!(command.status().unwrap().code(), Some(0));
+    let expected = logged_losses(&reference);
+    // 25 steps, an epoch row and an evaluation per epoch.
+    assert_eq!(expected.len(), 2 * (25 + 2), "{expected:?}");
+
+    let (killed, mut command) = run("killed", &[]);
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // Step 12 is logged after the checkpoint at step 10 was taken, and the one at step 5
+    // (written in the background) waited for.
+    for line in std::io::BufReader::new(stdout).lines() {
+        if line.unwrap().contains("train: step: 12;") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before_resume = logged_losses(&killed);
+    assert!(
+        before_resume.len() >= 10 && before_resume[..10] == expected[..10],
+        "{before_resume:?}"
+    );
+    let out: Run = fe_host()
+        .current_dir(&killed)
+        .args(["run", "m.toml", "--log-dir", "logs", "-q", "--resume"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(logged_losses(&killed), expected);
+}

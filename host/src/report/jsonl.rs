@@ -226,16 +226,23 @@ pub fn read_jsonl(path: &Path) -> Result<History> {
     Ok(history)
 }
 
-/// Reads every row of a JSONL log, in order. Blank lines are skipped.
+/// Reads every row of a JSONL log, in order. Blank lines are skipped, and so is a last line
+/// cut short (no newline, not a whole row: a crash or a full disk stopped its write), as a
+/// resumed run drops it.
 pub fn read_jsonl_rows(path: &Path) -> Result<Vec<JsonlRow>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
-            parse_row(line).map_err(|e| Error::data(path, format!("line {}: {e}", n + 1)))
-        })
-        .collect()
+    let mut rows = Vec::new();
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_row(line.trim_end()) {
+            Ok(row) => rows.push(row),
+            Err(_) if !line.ends_with('\n') => break,
+            Err(e) => return Err(Error::data(path, format!("line {}: {e}", n + 1))),
+        }
+    }
+    Ok(rows)
 }
 
 fn parse_row(line: &str) -> Result<JsonlRow, String> {
@@ -373,6 +380,19 @@ mod tests {
                 "\n"
             )
         );
+    }
+
+    #[test]
+    fn a_last_line_cut_short_is_skipped_but_a_bad_line_before_it_is_an_error() {
+        let dir = TestDir::new("jsonl-cut");
+        let path = dir.path().join("run.jsonl");
+        let whole = r#"{"mode":"train","epoch":1,"step":1,"values":{"ce":2.5}}"#;
+        std::fs::write(&path, format!("{whole}\n{}", &whole[..20])).unwrap();
+        let rows = read_jsonl_rows(&path).unwrap();
+        assert_eq!(rows.len(), 1);
+        std::fs::write(&path, format!("{}\n{whole}\n", &whole[..20])).unwrap();
+        let error = read_jsonl_rows(&path).unwrap_err().to_string();
+        assert!(error.contains("line 1"), "{error}");
     }
 
     #[test]

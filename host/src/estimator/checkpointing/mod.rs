@@ -174,6 +174,12 @@ impl Estimator {
                 .unwrap_or(0),
         };
         self.checkpointing.next_sequence = Some(sequence + 1);
+        // The logs on disk must reach the step the checkpoint does: a run that crashes after it
+        // resumes there and keeps the rows up to it, so rows still in a buffer would be lost
+        // for good (a run killed mid-epoch lost its log back to the start).
+        for trace in &mut self.traces {
+            trace.flush()?;
+        }
         // Every rank captures (the capture gathers the ranks' metric and random states, a
         // collective); rank 0 alone writes.
         let files = self.capture(cursor, sequence)?;
