@@ -10,7 +10,8 @@ use crate::util::{digits, fe_host, root, run_failing, Run, TempDir};
 
 /// The PyTorch side of these tests. `make OUT [SEED]`: a scripted conv net with batch norm and
 /// dropout (so train/eval mode matters) ending in a softmax. `tied OUT`: an MLP whose second
-/// layer shares the first one's weight; `steps BEFORE AFTER`: how far each variable moved
+/// layer shares the first one's weight; `train-only-failure OUT`: a module that raises in
+/// training behaviour only; `steps BEFORE AFTER`: how far each variable moved
 /// between two module files, and whether the second still ties the weight. `jit MODULE IDX CSV`: runs the
 /// exported module on the first CSV-row-count images of an IDX file, min-max scaled as the
 /// manifest's pipeline does, and prints the largest difference from the CSV's scores.
@@ -43,6 +44,16 @@ class Tied(nn.Module):
     def forward(self, x):
         h = torch.tanh(self.out(torch.tanh(self.inp(x.flatten(1)))))
         return torch.softmax(self.head(h), -1)
+
+class TrainOnlyFailure(nn.Module):
+    # Fails only in training behaviour: raises when `self.training`.
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(784, 10)
+    def forward(self, x):
+        if self.training:
+            raise RuntimeError('only in training')
+        return torch.softmax(self.fc(x.flatten(1)), -1)
 
 class LeNet(nn.Module):
     def __init__(self):
@@ -90,6 +101,8 @@ torch.manual_seed(0)
 if sys.argv[1] == 'make':
     torch.manual_seed(int(sys.argv[3]) if len(sys.argv) > 3 else 0)
     torch.jit.script(Net()).save(sys.argv[2])
+elif sys.argv[1] == 'train-only-failure':
+    torch.jit.script(TrainOnlyFailure()).save(sys.argv[2])
 elif sys.argv[1] == 'tied':
     torch.jit.script(Tied()).save(sys.argv[2])
 elif sys.argv[1] == 'steps':
@@ -382,6 +395,26 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
 /// The exported module is code as well as weights: another module in its place (same
 /// parameters, other values) is refused naming the file, as changed weights are; a card
 /// written before the module's sha256 was recorded still predicts.
+/// The warm-up runs a training forward in training behaviour: a module that fails only there
+/// fails before the first step, and the message says which mode it ran in.
+#[test]
+fn a_module_failing_only_in_training_fails_in_the_warm_up() {
+    let parent = TempDir::new("ts-train-only");
+    let dir = parent.path().to_path_buf();
+    std::fs::write(dir.join("m.toml"), manifest(1)).unwrap();
+    python(&dir, &["train-only-failure", "net.pt"]);
+    let out: Run = fe_host()
+        .current_dir(&dir)
+        .args(["run", "m.toml", "-q"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert_contains!(out.stderr, "failed in forward (warm-up, train epoch 1");
+    assert_contains!(out.stderr, "only in training");
+    assert!(!out.stdout.contains("train: step:"), "{}", out.stdout);
+}
+
 /// A weight a module holds under two names is one parameter, stepped once per update as
 /// PyTorch steps it (its `parameters()` list it once), and the export keeps the tie.
 #[test]

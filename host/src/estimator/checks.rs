@@ -163,16 +163,31 @@ impl Estimator {
     }
 
     /// FastEstimator's warm-up: one batch of every signature epoch, mode and dataset through
-    /// the network with updates off, before anything trains. Models run in inference behaviour
-    /// and libtorch's random state is restored afterwards, so the run continues exactly as
-    /// without it.
+    /// the network with updates off, before anything trains. Models run as they will in that
+    /// mode (a training forward in training behaviour, so a module that fails only there fails
+    /// here); what that changes — batch norm's running statistics, libtorch's random state —
+    /// is put back afterwards, so the run continues exactly as without it.
     pub(super) fn run_warmup(&mut self) -> Result<()> {
-        let generator = crate::shim::Generator::Cpu;
-        let saved = crate::shim::generator_state(generator)
+        use crate::shim::{generator_state, set_generator_state, Generator};
+        let mut generators = vec![Generator::Cpu];
+        if let tch::Device::Cuda(index) = self.network.device {
+            // Dropout on a GPU draws from the GPU's generator.
+            generators.push(Generator::Cuda(index));
+        }
+        let saved = generators
+            .iter()
+            .map(|&g| generator_state(g))
+            .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| Error::Internal(format!("cannot save the RNG state: {e}")))?;
+        let buffers = self.network.snapshot_buffers().map_err(Error::Run)?;
         let outcome = self.warmup_batches();
-        crate::shim::set_generator_state(generator, &saved)
-            .map_err(|e| Error::Internal(format!("cannot restore the RNG state: {e}")))?;
+        self.network
+            .restore_buffers(&buffers)
+            .map_err(|e| Error::Internal(format!("cannot restore the models' buffers: {e}")))?;
+        for (generator, state) in generators.into_iter().zip(&saved) {
+            set_generator_state(generator, state)
+                .map_err(|e| Error::Internal(format!("cannot restore the RNG state: {e}")))?;
+        }
         outcome
     }
 

@@ -211,7 +211,7 @@ fn call(
         OpKind::Plugin(handle) => handle.forward(inputs, env.step),
         OpKind::Model(model_op) => {
             let model = &mut env.models[model_op.model];
-            let train = env.step.mode == Mode::Train && model_op.trainable && !env.step.warmup;
+            let train = env.step.mode == Mode::Train && model_op.trainable;
             let layers: SmallVec<[RStr<'_>; 4]> =
                 model_op.layers.iter().map(|l| RStr::from_str(l)).collect();
             model.handle.forward(inputs, train, &layers)

@@ -111,6 +111,27 @@ impl Network {
         group.broadcast_from_rank_zero(&buffers).map_err(Error::Run)
     }
 
+    /// A copy of every model's buffers (what a forward in training behaviour may change
+    /// without an update: batch norm's running statistics), for [`Network::restore_buffers`].
+    pub fn snapshot_buffers(&self) -> std::result::Result<Vec<Tensor>, String> {
+        let _no_grad = tch::no_grad_guard();
+        self.models
+            .iter()
+            .flat_map(|m| &m.buffers)
+            .map(|(_, t)| t.f_detach_copy().map_err(crate::tch_message))
+            .collect()
+    }
+
+    /// Puts back the buffers [`Network::snapshot_buffers`] copied.
+    pub fn restore_buffers(&mut self, saved: &[Tensor]) -> std::result::Result<(), String> {
+        let _no_grad = tch::no_grad_guard();
+        let buffers = self.models.iter().flat_map(|m| &m.buffers);
+        for ((_, buffer), copy) in buffers.zip(saved) {
+            buffer.shallow_clone().f_copy_(copy).map_err(crate::tch_message)?;
+        }
+        Ok(())
+    }
+
     /// Keys that are losses, as FastEstimator's `Network.get_loss_keys`: the loss key of every
     /// `UpdateOp` (inside meta ops too), whatever its mode, dataset or epochs.
     pub fn loss_keys(&self) -> Vec<KeyId> {
