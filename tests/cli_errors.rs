@@ -247,6 +247,28 @@ fn a_trace_input_nothing_provides_points_at_its_line() {
     );
 }
 
+/// A checkpoint monitor nothing logs in evaluation would rank no checkpoint: `keep_best` would
+/// keep none by it and the run end without its best value, with exit 0.
+#[test]
+fn a_checkpoint_monitor_evaluation_never_logs_is_refused_at_its_line() {
+    let dir = TempDir::new("monitor-typo");
+    let accuracy = "\n[[traces]]\ntrace = \"Accuracy\"\ninputs = [\"y\", \"y_pred\"]\noutputs = \"accuracy\"\n";
+    let checkpoint = "\n[checkpoint]\nevery_epochs = 1\nkeep_best = 1\nmonitor = \"accurcy\"\nbest_mode = \"max\"\n";
+    let text = lenet_manifest(1, &format!("{accuracy}{checkpoint}"));
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    let line = line_of(&text, "monitor = \"accurcy\"");
+    assert_contains!(
+        out.stderr,
+        format!("error: {path}:{line}:1: checkpoint.monitor: `accurcy` is not a value evaluation logs (it logs: accuracy, ce,")
+    );
+    // Spelt right, it runs (`render` checks the same way without training).
+    let text = text.replace("\"accurcy\"", "\"accuracy\"");
+    let path = manifest(&dir, &text);
+    let out = crate::util::run(&["render", &path]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
 #[test]
 fn missing_key_in_one_dataset_names_its_ds_id() {
     let dir = TempDir::new("missing-key-ds");

@@ -28,6 +28,8 @@ impl Estimator {
             |message: String| Error::Manifest(format!("{}: {message}", manifest.file.display()));
         // Per trace with per-sample keys: whether some mode it runs in has the sample id.
         let mut id_seen = vec![false; self.traces.len()];
+        // What evaluation can log, in any epoch: batch keys and what the traces write.
+        let mut in_eval: BTreeSet<String> = BTreeSet::new();
         for &epoch in &self.signature_epochs {
             for mode in Mode::ALL {
                 for ds_id in self.pipeline.ds_ids(mode, epoch) {
@@ -72,11 +74,20 @@ impl Estimator {
                     let mut provided: BTreeSet<KeyId> = available;
                     provided.extend(plan.produced.iter().copied());
                     self.check_trace_inputs(manifest, mode, epoch, &ds_id, &provided)?;
+                    if mode == Mode::Eval {
+                        in_eval.extend(provided.iter().map(|k| self.keys.name(*k).to_owned()));
+                        for trace in &self.traces {
+                            if trace.active(mode, epoch, Some(&ds_id)) {
+                                in_eval.extend(trace.deps().outputs);
+                            }
+                        }
+                    }
                     self.check_per_sample_keys(mode, epoch, &ds_id, &provided, &mut id_seen)
                         .map_err(fail)?;
                 }
             }
         }
+        self.check_monitor(manifest, &in_eval)?;
         for (trace, seen) in self.traces.iter().zip(id_seen) {
             if let (false, Some((id, _))) = (seen, per_sample_keys(trace)) {
                 return Err(fail(format!(
@@ -87,6 +98,26 @@ impl Estimator {
             }
         }
         Ok(())
+    }
+
+    /// `[checkpoint] monitor` must be something evaluation logs: a misspelt key would rank no
+    /// checkpoint, so `keep_best` would keep none for its value and the run would end without
+    /// its best line — with exit 0.
+    fn check_monitor(&self, manifest: &Manifest, in_eval: &BTreeSet<String>) -> Result<()> {
+        let Some(monitor) = manifest.checkpoint.as_ref().and_then(|c| c.monitor.as_ref()) else {
+            return Ok(());
+        };
+        if in_eval.contains(monitor) {
+            return Ok(());
+        }
+        let path = crate::manifest::KeyPath::root("checkpoint").key("monitor");
+        let message = if in_eval.is_empty() {
+            format!("`{monitor}` would be read from evaluation, but this run evaluates nothing (no `pipeline.data.eval`)")
+        } else {
+            let known = in_eval.iter().cloned().collect::<Vec<_>>().join(", ");
+            format!("`{monitor}` is not a value evaluation logs (it logs: {known})")
+        };
+        Err(manifest.error_at(&path, message))
     }
 
     /// Where a trace's sample id is in the batch, the keys it logs per sample must be too
