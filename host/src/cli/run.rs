@@ -213,7 +213,7 @@ fn same_model(args: &RunArgs) -> String {
 
 /// `text` as one word for a POSIX shell: as it is when nothing in it is special, else in
 /// single quotes.
-fn shell_word(text: &str) -> String {
+pub(super) fn shell_word(text: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=:,+@%".contains(c);
     if !text.is_empty() && text.chars().all(plain) {
         text.to_owned()

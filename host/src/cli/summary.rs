@@ -88,12 +88,12 @@ pub fn lines(
         ));
         lines.push(format!(
             "fe-host next: predict: fe-host predict {with} --checkpoint {} --input FILE;",
-            shown(checkpoint).display()
+            word(checkpoint)
         ));
     } else if let Some(model) = models.first() {
         lines.push(format!(
             "fe-host next: predict: fe-host predict {with} --weights {} --input FILE;",
-            shown(model).display()
+            word(model)
         ));
     }
     lines
@@ -200,10 +200,28 @@ fn monitored(
         })
 }
 
+/// [`shown`] as one shell word, for the commands the lines suggest (pasted as they are).
+fn word(path: &Path) -> String {
+    super::run::shell_word(&shown(path).to_string_lossy())
+}
+
 /// `path` relative to the working directory when it is inside it, as people type paths.
 fn shown(path: &Path) -> PathBuf {
     std::env::current_dir()
         .ok()
         .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
         .unwrap_or_else(|| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggested_paths_are_one_shell_word_each() {
+        let plain = Path::new("/nowhere/runs/lenet/version_0/checkpoints/ckpt-6");
+        assert_eq!(word(plain), "/nowhere/runs/lenet/version_0/checkpoints/ckpt-6");
+        let spaced = Path::new("/nowhere/sp ace/it's/ckpt-5");
+        assert_eq!(word(spaced), r"'/nowhere/sp ace/it'\''s/ckpt-5'");
+    }
 }
