@@ -269,6 +269,22 @@ fn a_checkpoint_monitor_evaluation_never_logs_is_refused_at_its_line() {
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
 
+/// Targets written after training are checked before it: a run whose `--summary` or
+/// `--save-weights` could not be written would train, then fail.
+#[test]
+fn output_targets_that_cannot_be_written_are_refused_before_training() {
+    let dir = TempDir::new("output-targets");
+    let path = manifest(&dir, &lenet_manifest(1, ""));
+    let nowhere = dir.path().join("no/such/dir/summary.json");
+    let out = run_failing(&["run", &path, "--summary", &nowhere.to_string_lossy()], 2);
+    assert_contains!(out.stderr, "the directory");
+    assert!(!out.stdout.contains("fe-host start"), "{}", out.stdout);
+    let file = dir.write("taken", "x");
+    let out = run_failing(&["run", &path, "--save-weights", &file.to_string_lossy()], 2);
+    assert_contains!(out.stderr, "is an existing file, not a directory");
+    assert!(!out.stdout.contains("fe-host start"), "{}", out.stdout);
+}
+
 #[test]
 fn missing_key_in_one_dataset_names_its_ds_id() {
     let dir = TempDir::new("missing-key-ds");

@@ -83,9 +83,61 @@ fn check_log_dir(manifest: &Manifest, from_flag: bool) -> Result<()> {
     Err(manifest.error_at(&path, message))
 }
 
+/// A directory flag (`--save-weights DIR`) whose target is written after training: refused
+/// now when it names an existing file.
+pub(super) fn check_output_dir(flag: &str, dir: &std::path::Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "{flag} {}: is an existing file, not a directory; name a directory",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A file flag (`--summary FILE`, `--out FILE`) whose target is written at the end: refused
+/// now when it names a directory or its directory does not exist.
+pub(crate) fn check_output_file(flag: &str, file: &std::path::Path) -> Result<()> {
+    if file.is_dir() {
+        return Err(Error::Usage(format!(
+            "{flag} {}: is a directory; name a file",
+            file.display()
+        )));
+    }
+    let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent.filter(|p| !p.is_dir()) {
+        return Err(Error::Usage(format!(
+            "{flag} {}: the directory {} does not exist",
+            file.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_targets_that_cannot_be_written_are_refused_naming_the_flag() {
+        let here = std::env::temp_dir().join(format!("fe-out-checks-{}", std::process::id()));
+        std::fs::create_dir_all(&here).unwrap();
+        let file = here.join("taken");
+        std::fs::write(&file, b"x").unwrap();
+        let message = |r: Result<()>| match r {
+            Err(Error::Usage(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(message(check_output_dir("--save-weights", &file)).contains("an existing file"));
+        assert!(check_output_dir("--save-weights", &here.join("new")).is_ok());
+        assert!(message(check_output_file("--summary", &here)).contains("is a directory"));
+        let missing = message(check_output_file("--summary", &here.join("no/s.json")));
+        assert!(missing.contains("does not exist"), "{missing}");
+        assert!(check_output_file("--summary", &here.join("s.json")).is_ok());
+        assert!(check_output_file("--summary", std::path::Path::new("s.json")).is_ok());
+        std::fs::remove_dir_all(&here).unwrap();
+    }
 
     #[test]
     fn usage_errors_become_one_line_with_their_tip() {

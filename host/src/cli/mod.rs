@@ -176,6 +176,7 @@ fn device(requested: Option<&str>, manifest: &Manifest) -> Result<tch::Device> {
 }
 
 fn transform(args: TransformArgs) -> Result<()> {
+    checks::check_output_file("--out", &args.out)?;
     let manifest = args.overrides.load(&args.manifest)?;
     let mode: fe_plugin_api::Mode = args.mode.parse().map_err(Error::Usage)?;
     crate::runtime::set_threads(manifest.run.threads);
@@ -267,6 +268,7 @@ fn show_plugin_component(name: &str, manifest: Option<PathBuf>, plugins: PluginA
 }
 
 fn predict(args: PredictArgs) -> Result<()> {
+    checks::check_output_file("--out", &args.out)?;
     let weights = crate::predict::Weights::from_flags(
         args.trained.weights,
         args.trained.checkpoint,

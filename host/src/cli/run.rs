@@ -37,6 +37,15 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     if let Some(dir) = args.export.as_deref().filter(|_| speaks) {
         crate::predict::export::refuse_existing("--export", dir)?;
     }
+    if speaks {
+        // Written after training: a target that cannot be written must fail now, not then.
+        if let Some(dir) = &args.save_weights {
+            super::checks::check_output_dir("--save-weights", dir)?;
+        }
+        if let Some(file) = &args.summary {
+            super::checks::check_output_file("--summary", file)?;
+        }
+    }
     let version = match smoke_dir {
         Some(_) => None,
         None => {
