@@ -340,3 +340,41 @@ fn second_sigint_stops_at_once(ignored: bool) {
     let resumed = run_in(dir, &["run", "m.toml", "-q", "--resume", "--epochs", "1"]);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
 }
+
+/// A smoke run keeps nothing, so a signal stops it after its step with nothing to continue:
+/// it removes its temporary directory (it was left behind) and says it was a smoke run.
+#[test]
+fn a_signalled_smoke_run_removes_its_temporary_directory() {
+    for (sig, name, code) in [(libc::SIGINT, "SIGINT", 130), (libc::SIGTERM, "SIGTERM", 143)] {
+        let temp = TempDir::new(&format!("smoke-stop-{name}"));
+        let tmp = temp.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        // LeNet on batches of 1000: a smoke run's few steps take long enough that the signal
+        // sent after the first lands inside training.
+        std::fs::write(temp.path().join("m.toml"), lenet_manifest(1, "")).unwrap();
+        let mut child = fe_host()
+            .current_dir(temp.path())
+            .args(["run", "m.toml", "--smoke"])
+            .args(["--set", "pipeline.batch_size=1000", "--set", "run.log_steps=1"])
+            .env("TMPDIR", &tmp)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let done = watchdog(child.id(), 300);
+        let (stepped, stdout) = watch(child.stdout.take().unwrap(), "train: step: 1;");
+        let (_, stderr) = watch(child.stderr.take().unwrap(), "\u{0}");
+        stepped
+            .recv_timeout(Duration::from_secs(240))
+            .expect("the smoke run did not reach step 1");
+        signal(&child, sig);
+        let status = child.wait().unwrap();
+        let _ = done.send(());
+        let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+        assert_eq!(status.code(), Some(code), "{stdout}{stderr}");
+        assert_contains!(stderr, format!("fe-host smoke: stopped by {name} after step"));
+        assert_contains!(stderr, "its temporary directory is removed");
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    }
+}

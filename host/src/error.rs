@@ -10,7 +10,7 @@
 //! | 5 | data: a dataset file is missing, truncated or malformed |
 //! | 6 | checkpoint: a checkpoint is missing, corrupt or does not match the run |
 //! | 75 | stopped by a first SIGINT (Ctrl-C) or SIGTERM after saving a checkpoint: continue with `--resume` |
-//! | 130, 143 | stopped at once by a second SIGINT / SIGTERM (128 + the signal); the last complete checkpoint is kept |
+//! | 130, 143 | stopped at once by a second SIGINT / SIGTERM (128 + the signal); the last complete checkpoint is kept. A `--smoke` run stops on the first (it keeps nothing to continue) |
 //! | 70 | internal error in fe-host (a bug: please report it) |
 //!
 //! `run --nproc N` exits with the code of the first rank that failed (a rank killed by a
@@ -83,6 +83,20 @@ pub enum Error {
         /// The command that continues the run (filled in by the command line).
         resume: String,
     },
+    /// A `--smoke` run stopped on SIGINT or SIGTERM: it keeps nothing, so there is nothing to
+    /// continue (exit 128 + the signal, as a run stopped at once).
+    #[error("fe-host smoke: stopped by {signal} after step {step}; {}", match kept {
+        Some(dir) => format!("what it wrote is kept in {}", dir.display()),
+        None => "its temporary directory is removed".to_owned(),
+    })]
+    SmokeStopped {
+        /// `SIGINT` or `SIGTERM`.
+        signal: &'static str,
+        /// The last training step done.
+        step: u64,
+        /// Its temporary directory, when `--keep` kept it.
+        kept: Option<PathBuf>,
+    },
     /// A rank that `run --nproc` started failed (the others were then stopped), or every rank
     /// stopped on a forwarded SIGINT/SIGTERM; the launcher exits with that rank's code.
     #[error("{}", rank_failure(*.rank, *.world, *.code, *.signal))]
@@ -115,6 +129,10 @@ impl Error {
             Error::Data { .. } => 5,
             Error::Checkpoint { .. } => 6,
             Error::Stopped { .. } => crate::stop::EXIT_STOPPED as i32,
+            Error::SmokeStopped { signal, .. } => match *signal {
+                "SIGTERM" => 128 + libc::SIGTERM,
+                _ => 128 + libc::SIGINT,
+            },
             Error::RankFailed { code, .. } => (*code).clamp(1, 255),
             Error::Internal(_) => 70,
         }

@@ -31,7 +31,9 @@ fn main() -> ExitCode {
     match std::panic::catch_unwind(|| fe_host::cli::run(cli)) {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(
-            error @ (fe_host::Error::Stopped { .. } | fe_host::Error::RankFailed { code: 75, .. }),
+            error @ (fe_host::Error::Stopped { .. }
+            | fe_host::Error::SmokeStopped { .. }
+            | fe_host::Error::RankFailed { code: 75, .. }),
         )) => {
             // A stop the user asked for is not an error: say where the run can go on.
             eprintln!("{error}");

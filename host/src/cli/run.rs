@@ -101,18 +101,29 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     }
     if let Some(dir) = &smoke_dir {
         estimator.test = false;
+        // A signal stops the smoke run after its step, so that it can still remove what it
+        // wrote (stopped at once, it would leave its directory behind).
+        crate::stop::install();
         let outcome = estimator.fit_then(|estimator| {
             checkpoint::smoke_reload(estimator, &checkpoint::smoke_checkpoints(dir))
         });
-        if args.keep {
-            println!(
+        let kept = args.keep.then(|| dir.clone());
+        match &kept {
+            Some(dir) if !matches!(outcome, Err(Error::Stopped { .. })) => println!(
                 "fe-host smoke: kept everything it wrote in {}",
                 dir.display()
-            );
-        } else {
-            let _ = std::fs::remove_dir_all(dir);
+            ),
+            Some(_) => {}
+            None => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
         }
-        return outcome;
+        return match outcome {
+            Err(Error::Stopped { signal, step, .. }) => {
+                Err(Error::SmokeStopped { signal, step, kept })
+            }
+            other => other,
+        };
     }
     if let Some(version) = &version {
         let run_id = &estimator.checkpointing.run_id;
