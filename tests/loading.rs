@@ -252,6 +252,10 @@ fn a_missing_component_with_plugin_files_that_failed_to_load_is_a_plugin_problem
     std::fs::write(plugins.join("libempty.so"), b"").expect("write");
     let losses = std::fs::read(plugin_dir().join("libfe_losses.so")).expect("read");
     std::fs::write(plugins.join("libtrunc.so"), &losses[..4096]).expect("write");
+    // Entries named like plugins that are no file at all were ignored without a word.
+    std::os::unix::fs::symlink("/nonexistent/libgone.so", plugins.join("libgone.so"))
+        .expect("symlink");
+    std::fs::create_dir_all(plugins.join("libdir.so")).expect("mkdir");
     let manifest = dir.write(
         "m.toml",
         "[plugins]\npaths = [\"plugins\"]\n[pipeline]\nbatch_size = 1\n[pipeline.data.train]\ntype = \"NoSuchData\"\n",
@@ -267,6 +271,20 @@ fn a_missing_component_with_plugin_files_that_failed_to_load_is_a_plugin_problem
             )
         );
     }
+    assert_contains!(
+        out.stderr,
+        format!(
+            "note: {} could not be loaded: a symbolic link to /nonexistent/libgone.so, which does not exist",
+            plugins.join("libgone.so").display()
+        )
+    );
+    assert_contains!(
+        out.stderr,
+        format!(
+            "note: {} could not be loaded: a directory, not a library file",
+            plugins.join("libdir.so").display()
+        )
+    );
     let out = run_failing(
         &[
             "plugins",
@@ -287,6 +305,8 @@ fn a_missing_component_with_plugin_files_that_failed_to_load_is_a_plugin_problem
     // Without damaged files, an unknown name stays a manifest mistake.
     std::fs::remove_file(plugins.join("libempty.so")).expect("rm");
     std::fs::remove_file(plugins.join("libtrunc.so")).expect("rm");
+    std::fs::remove_file(plugins.join("libgone.so")).expect("rm");
+    std::fs::remove_dir(plugins.join("libdir.so")).expect("rm");
     let out = run_failing(&["run", &manifest.to_string_lossy()], 2);
     assert_contains!(out.stderr, "unknown dataset `NoSuchData`");
 }

@@ -95,12 +95,43 @@ pub fn is_library_name(path: &Path) -> bool {
     matches!(extension, "so" | "dylib" | "dll")
 }
 
+/// What [`candidates`] finds on a search path.
+#[derive(Default)]
+pub struct Found {
+    /// The files to load.
+    pub files: Vec<Candidate>,
+    /// Entries that cannot be searched at all (a missing `--plugin-dir`).
+    pub problems: Vec<String>,
+    /// Files whose name an earlier directory's file already has.
+    pub shadowed: Vec<PathBuf>,
+    /// Entries of a plugin directory named like a library that are no file to load (a
+    /// symbolic link to nothing, a directory), with why: shown like files that are no plugin.
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+/// Why `path`, named like a library, is no file to load.
+fn not_a_file(path: &Path) -> String {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => match std::fs::read_link(path) {
+            Ok(target) => format!(
+                "a symbolic link to {}, which does not exist",
+                target.display()
+            ),
+            Err(e) => format!("a symbolic link that cannot be read: {e}"),
+        },
+        Ok(meta) if meta.is_dir() => "a directory, not a library file".into(),
+        Ok(_) => "not a regular file".into(),
+        Err(e) => format!("cannot be read: {e}"),
+    }
+}
+
 /// The files to load, de-duplicated by canonical path and shadowed by file name. Missing
 /// entries (other than the executable's directory) are returned as problems.
-pub fn candidates(entries: &[SearchEntry]) -> (Vec<Candidate>, Vec<String>, Vec<PathBuf>) {
+pub fn candidates(entries: &[SearchEntry]) -> Found {
     let mut found = Vec::new();
     let mut problems = Vec::new();
     let mut shadowed = Vec::new();
+    let mut unreadable = Vec::new();
     let mut seen_paths = HashSet::new();
     let mut seen_names = HashSet::new();
     for entry in entries {
@@ -110,10 +141,17 @@ pub fn candidates(entries: &[SearchEntry]) -> (Vec<Candidate>, Vec<String>, Vec<
                 Ok(dir) => {
                     let mut names: Vec<PathBuf> = dir
                         .filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|p| p.is_file() && is_library_name(p))
+                        .filter(|p| is_library_name(p))
                         .collect();
                     names.sort();
-                    files.extend(names.into_iter().map(|p| (p, false)));
+                    for path in names {
+                        if path.is_file() {
+                            files.push((path, false));
+                        } else {
+                            let why = not_a_file(&path);
+                            unreadable.push((path, why));
+                        }
+                    }
                 }
                 Err(e) => problems.push(format!(
                     "{}: cannot list plugin directory ({}): {e}",
@@ -150,5 +188,10 @@ pub fn candidates(entries: &[SearchEntry]) -> (Vec<Candidate>, Vec<String>, Vec<
             });
         }
     }
-    (found, problems, shadowed)
+    Found {
+        files: found,
+        problems,
+        shadowed,
+        unreadable,
+    }
 }

@@ -83,9 +83,15 @@ pub fn load_all(
 /// Loads every plugin that passes its checks and keeps the problems of the others in
 /// [`PluginSet::refused`]: what `plugins list` shows, good plugins and bad files together.
 pub fn load_all_listing(entries: &[SearchEntry], pins: &BTreeMap<String, String>) -> PluginSet {
-    let (found, mut problems, shadowed) = candidates(entries);
+    let super::discover::Found {
+        files: found,
+        mut problems,
+        shadowed,
+        unreadable,
+    } = candidates(entries);
     let mut set = PluginSet {
         shadowed,
+        skipped: unreadable,
         searched: entries.to_vec(),
         ..PluginSet::default()
     };
