@@ -64,7 +64,7 @@ pub fn refuse_untrained(manifest: &Manifest, request: &Request) -> Result<()> {
     if request.weights.is_none() && !request.random_weights && !manifest.models.is_empty() {
         let names: Vec<&str> = manifest.models.iter().map(|m| m.name.as_str()).collect();
         return Err(Error::Usage(format!(
-            "no trained weights for model(s) {}: pass --weights DIR|FILE or --checkpoint PATH, or --random-weights to run them untrained",
+            "no trained weights for model(s) {}: pass --weights with saved weights, an export or a checkpoint directory, or --random-weights to run the models as built (untrained; a TorchScript model with the weights its file holds)",
             names.join(", ")
         )));
     }
