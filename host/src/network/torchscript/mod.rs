@@ -33,6 +33,16 @@ pub struct TorchScriptConfig {
     pub outputs: Option<Vec<String>>,
 }
 
+/// libtorch's reader appends to a file that is no zip archive (a text file, a `torch.save`
+/// pickle, a truncated download) advice about corrupted "checkpoints" that does not fit a
+/// model file; the reason before it is what the user needs.
+fn without_miniz_advice(message: &str) -> String {
+    match message.find(" This is an internal miniz error") {
+        Some(at) => message[..at].trim_end_matches('.').to_owned(),
+        None => message.to_owned(),
+    }
+}
+
 /// A loaded TorchScript module and what the host needs to know about it.
 pub struct TorchScriptModel {
     module: CModule,
@@ -61,7 +71,7 @@ impl TorchScriptModel {
             .map_err(|e| {
                 format!(
                     "is not a TorchScript module (write one with torch.jit.script(model).save(path)): {}",
-                    crate::tch_message(e)
+                    without_miniz_advice(&crate::tch_message(e))
                 )
             })?;
         let signature = ffi::forward_signature(&module).and_then(|t| Signature::parse(&t))?;

@@ -151,3 +151,13 @@ fn a_file_that_is_not_torchscript_is_refused() {
         .unwrap();
     assert_eq!(err, "no such file");
 }
+
+#[test]
+fn libtorch_advice_about_corrupted_checkpoints_is_cut_from_the_reason() {
+    let message = "PytorchStreamReader failed reading zip archive: not a ZIP archive. This is an internal miniz error. If you are seeing this error, there is a high likelihood that your checkpoint file is corrupted.";
+    assert_eq!(
+        super::without_miniz_advice(message),
+        "PytorchStreamReader failed reading zip archive: not a ZIP archive"
+    );
+    assert_eq!(super::without_miniz_advice("other"), "other");
+}
