@@ -307,8 +307,21 @@ pub fn list(root: &Path) -> Result<Vec<String>> {
             names.push(name);
         }
     }
-    names.sort();
+    names.sort_by_key(|name| in_step_order(name));
     Ok(names)
+}
+
+/// `ckpt-<step>[.<n>]` sorts by step, then by `n` (as people count: ckpt-2 before ckpt-10);
+/// other names after them, by name.
+fn in_step_order(name: &str) -> (bool, u64, u64, String) {
+    let numbers = name.strip_prefix("ckpt-").and_then(|rest| {
+        let (step, n) = rest.split_once('.').unwrap_or((rest, "0"));
+        Some((step.parse::<u64>().ok()?, n.parse::<u64>().ok()?))
+    });
+    match numbers {
+        Some((step, n)) => (false, step, n, String::new()),
+        None => (true, 0, 0, name.to_owned()),
+    }
 }
 
 /// Reads checkpoint `dir`, verifying that every file `MANIFEST.json` lists is there with the
@@ -385,6 +398,16 @@ pub fn read(dir: &Path) -> Result<Files> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checkpoints_are_listed_in_step_order() {
+        let mut names = vec!["ckpt-10.1", "ckpt-2", "other", "ckpt-15", "ckpt-10", "ckpt-4"];
+        names.sort_by_key(|n| in_step_order(n));
+        assert_eq!(
+            names,
+            ["ckpt-2", "ckpt-4", "ckpt-10", "ckpt-10.1", "ckpt-15", "other"]
+        );
+    }
 
     fn temp(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("fe-store-{tag}-{}", std::process::id()));
