@@ -33,6 +33,15 @@ static RECEIVED: AtomicU32 = AtomicU32::new(0);
 /// signal stops at once ([`install_for_setup`]).
 static TRAINING: AtomicBool = AtomicBool::new(false);
 
+/// Whether the run has a complete checkpoint to go back to (one it wrote, or the one it
+/// resumed from): what a signal that stops it at once can promise.
+static CHECKPOINT_KEPT: AtomicBool = AtomicBool::new(false);
+
+/// Records that the run has a complete checkpoint (see [`CHECKPOINT_KEPT`]).
+pub fn checkpoint_complete() {
+    CHECKPOINT_KEPT.store(true, Ordering::SeqCst);
+}
+
 /// The signal that asks a run to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
@@ -135,7 +144,11 @@ extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
         // The first request again, along the other path.
         return;
     }
-    let note = b"\nfe-host: stopped at once; the last complete checkpoint is kept\n";
+    let note: &[u8] = if CHECKPOINT_KEPT.load(Ordering::SeqCst) {
+        b"\nfe-host: stopped at once; the last complete checkpoint is kept\n"
+    } else {
+        b"\nfe-host: stopped at once, before any checkpoint was complete (nothing to resume)\n"
+    };
     // SAFETY: write(2) and _exit(2) are async-signal-safe.
     unsafe {
         libc::write(2, note.as_ptr().cast(), note.len());

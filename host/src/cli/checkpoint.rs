@@ -147,6 +147,7 @@ pub fn resume(
     quiet: bool,
 ) -> Result<()> {
     let dir = estimator.resume(path, options)?;
+    crate::stop::checkpoint_complete();
     let info = read_info(&dir)?;
     if !quiet {
         println!("fe-host resume: {}: {};", dir.display(), describe(&info));

@@ -206,6 +206,7 @@ impl Estimator {
         } else {
             let dir = job.run()?;
             self.checkpointing.last_written = Some(dir.clone());
+            crate::stop::checkpoint_complete();
             self.trial_event(TrialEvent::CheckpointEnd, &dir)?;
         }
         Ok(())
@@ -246,6 +247,7 @@ impl Estimator {
         let written = self.checkpointing.writer.wait()?;
         if let Some(dir) = &written {
             self.checkpointing.last_written = Some(dir.clone());
+            crate::stop::checkpoint_complete();
             self.trial_event(TrialEvent::CheckpointEnd, dir)?;
         }
         Ok(written)
