@@ -373,6 +373,22 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
         diff <= 1e-5,
         "torch.jit.load differs from fe-host predict by {diff}"
     );
+    // Its weights into the manifest's module edited since: refused, as from a checkpoint.
+    let trained_from = fe_host::plugins::sha256_file(&whole.join("net.pt")).unwrap();
+    assert_eq!(card["torchscript_source_sha256"], trained_from.as_str());
+    std::fs::copy(whole.join("net.pt"), whole.join("net.pt.trained")).unwrap();
+    python(&whole, &["make", "net.pt", "1"]);
+    let refused: Run = fe_host()
+        .current_dir(&whole)
+        .args(["predict", "m.toml", "--weights", "export", "--input", &images])
+        .args(["--out", "edited.csv"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(refused.code, 6, "{}{}", refused.stdout, refused.stderr);
+    assert_contains!(refused.stderr, "the architecture changed since");
+    assert!(!whole.join("edited.csv").exists());
+    std::fs::rename(whole.join("net.pt.trained"), whole.join("net.pt")).unwrap();
     // The export alone, moved away from the manifest and the architecture's file, predicts
     // the same through its card.
     let moved = parent.path().join("moved");

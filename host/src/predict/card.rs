@@ -65,6 +65,11 @@ pub struct ModelCard {
     /// load, their TorchScript file unchecked), so it defaults to absent.
     #[serde(default)]
     pub torchscript_sha256: Option<String>,
+    /// sha256 of the TorchScript file the model was trained from (the manifest's `file`):
+    /// weights taken from this export into a model built from that file again must find it
+    /// unchanged. Absent in older cards (then unchecked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torchscript_source_sha256: Option<String>,
     /// Keys the model reads, in argument order.
     pub inputs: Vec<KeyInfo>,
     /// Keys the model writes, in output order.

@@ -176,6 +176,7 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
         weights_sha256: crate::checkpoint::store::sha256_hex(&weights_bytes),
         torchscript,
         torchscript_sha256,
+        torchscript_source_sha256: model.torchscript.as_ref().map(|s| s.sha256.clone()),
         inputs: describe(inputs),
         outputs: describe(outputs),
         plugin,

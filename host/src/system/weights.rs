@@ -43,7 +43,9 @@ pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
             torchscript_unchanged(&path.join("models"), model)?;
             file(&path.join("models"), &model.name)
         } else {
-            file(path, &model.name)
+            let source = file(path, &model.name);
+            torchscript_unchanged_since_export(&source, model)?;
+            source
         };
         crate::predict::from_card::check_weights_beside_card(&source)?;
         let values = tensors::read(&source).map_err(|message| Error::Checkpoint {
@@ -82,6 +84,35 @@ fn torchscript_unchanged(models: &Path, model: &ModelSlot) -> Result<()> {
                 saved["file"].as_str().unwrap_or("?"),
                 source.file.display(),
                 source.sha256
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// An export's card records the sha256 of the TorchScript file its model was trained from:
+/// its weights loaded into a model built from that file edited since would predict something
+/// never trained, as [`torchscript_unchanged`] refuses for a checkpoint.
+fn torchscript_unchanged_since_export(weights: &Path, model: &ModelSlot) -> Result<()> {
+    let Some(source) = &model.torchscript else {
+        return Ok(());
+    };
+    let card_path = weights.with_extension("json");
+    let Ok(text) = std::fs::read_to_string(&card_path) else {
+        return Ok(());
+    };
+    let Ok(card) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Ok(());
+    };
+    match card["torchscript_source_sha256"].as_str() {
+        Some(sha256) if sha256 != source.sha256 => Err(Error::Checkpoint {
+            path: card_path,
+            message: format!(
+                "model `{}` was trained with a TorchScript file of sha256 {sha256}, but {} has {} now: the architecture changed since; retrain, restore the file, or predict from the export alone (`fe-host predict {}`)",
+                model.name,
+                source.file.display(),
+                source.sha256,
+                weights.with_extension("json").display()
             ),
         }),
         _ => Ok(()),
