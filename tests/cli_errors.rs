@@ -221,12 +221,13 @@ fn missing_key_fails_before_training_naming_key_and_mode() {
     );
     let path = manifest(&dir, &text);
     let out = run_failing(&["run", &path], 2);
-    // Pointed at the line naming the key.
+    // Pointed at the line naming the key; what earlier ops wrote is listed with the batch's
+    // keys (a typo in either shows next to the name meant).
     let line = line_of(&text, "inputs = [\"y_pred\", \"label\"]");
     assert_text_eq!(
         out.stderr,
         format!(
-            "error: {path}:{line}:1: network.ops[1].inputs: CrossEntropy (network.ops[1]) needs key `label` in train (epoch 1), but no dataset key or earlier op provides it (available: x, y)\n"
+            "error: {path}:{line}:1: network.ops[1].inputs: CrossEntropy (network.ops[1]) needs key `label` in train (epoch 1), but no dataset key or earlier op provides it (available: x, y, y_pred)\n"
         )
     );
 }

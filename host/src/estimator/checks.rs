@@ -56,7 +56,7 @@ impl Estimator {
                             "{} needs key `{}` in {where_}, but no dataset key or earlier op provides it (available: {})",
                             missing.label,
                             missing.key,
-                            self.keys.names(available.iter().copied()).join(", ")
+                            missing.available.join(", ")
                         )));
                     }
                     for &index in &plan.ops {
@@ -172,10 +172,14 @@ impl Estimator {
             .map(|k| self.keys.name(*k).to_owned())
             .collect();
         let where_ = describe_context(mode, epoch, ds_id);
-        let provided = available.iter().cloned().collect::<Vec<_>>().join(", ");
         match super::order::sort_traces(&active, Some(&available)) {
             Ok(_) => Ok(()),
             Err(super::order::OrderError::Unsatisfiable { label, missing }) => {
+                // What the other traces write is there to read too.
+                let mut listed = available.clone();
+                let others = active.iter().filter(|t| t.label != label);
+                listed.extend(others.flat_map(|t| t.outputs.iter().cloned()));
+                let provided = listed.into_iter().collect::<Vec<_>>().join(", ");
                 let message = format!(
                     "{label} needs {} in {where_}, but neither the pipeline, the network nor another trace provides it (available: {provided})",
                     missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")

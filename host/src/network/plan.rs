@@ -234,17 +234,28 @@ impl Network {
         available: &BTreeSet<KeyId>,
         keys: &Keys,
     ) -> Option<MissingInput> {
-        let missing = |label: &str, at: KeyPath, key: &KeyId| MissingInput {
-            label: label.to_owned(),
-            key: keys.name(*key).to_owned(),
-            at,
+        let missing = |label: &str, at: KeyPath, key: &KeyId, have: &BTreeSet<KeyId>| {
+            let mut available: Vec<String> =
+                have.iter().map(|k| keys.name(*k).to_owned()).collect();
+            available.sort();
+            MissingInput {
+                label: label.to_owned(),
+                key: keys.name(*key).to_owned(),
+                at,
+                available,
+            }
         };
         // Slicers cut the batch before any op runs: what they slice must be in it. A slicer
         // whose keys are missing cuts nothing, and then no op runs at all.
         for &i in &plan.slicers {
             let slicer = &self.slicers[i];
             if let Some(key) = slicer.slice.iter().find(|k| !available.contains(k)) {
-                return Some(missing(&slicer.label, slicer.path.key("slice"), key));
+                return Some(missing(
+                    &slicer.label,
+                    slicer.path.key("slice"),
+                    key,
+                    available,
+                ));
             }
         }
         let mut have = available.clone();
@@ -254,14 +265,14 @@ impl Network {
                 continue;
             }
             if let Some(key) = op.inputs.iter().find(|k| !have.contains(k)) {
-                return Some(missing(&op.label, op.path.key("inputs"), key));
+                return Some(missing(&op.label, op.path.key("inputs"), key, &have));
             }
             have.extend(op.outputs.iter().copied());
         }
         for &i in &plan.post {
             let op = &self.post[i];
             if let Some(key) = op.inputs.iter().find(|k| !have.contains(k)) {
-                return Some(missing(&op.label, op.path.key("inputs"), key));
+                return Some(missing(&op.label, op.path.key("inputs"), key, &have));
             }
             have.extend(op.outputs.iter().copied());
         }
@@ -278,4 +289,6 @@ pub struct MissingInput {
     pub key: String,
     /// The field naming it, e.g. `network.ops[2].inputs`.
     pub at: KeyPath,
+    /// The keys there are at that point (the batch's and earlier ops' outputs), sorted.
+    pub available: Vec<String>,
 }
