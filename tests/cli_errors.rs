@@ -281,7 +281,10 @@ fn output_targets_that_cannot_be_written_are_refused_before_training() {
     assert_contains!(out.stderr, "the directory");
     assert!(!out.stdout.contains("fe-host start"), "{}", out.stdout);
     let file = dir.write("taken", "x");
-    let out = run_failing(&["run", &path, "--save-weights", &file.to_string_lossy()], 2);
+    let out = run_failing(
+        &["run", &path, "--save-weights", &file.to_string_lossy()],
+        2,
+    );
     assert_contains!(out.stderr, "is an existing file, not a directory");
     assert!(!out.stdout.contains("fe-host start"), "{}", out.stdout);
 }

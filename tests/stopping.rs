@@ -345,7 +345,10 @@ fn second_sigint_stops_at_once(ignored: bool) {
 /// it removes its temporary directory (it was left behind) and says it was a smoke run.
 #[test]
 fn a_signalled_smoke_run_removes_its_temporary_directory() {
-    for (sig, name, code) in [(libc::SIGINT, "SIGINT", 130), (libc::SIGTERM, "SIGTERM", 143)] {
+    for (sig, name, code) in [
+        (libc::SIGINT, "SIGINT", 130),
+        (libc::SIGTERM, "SIGTERM", 143),
+    ] {
         let temp = TempDir::new(&format!("smoke-stop-{name}"));
         let tmp = temp.path().join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
@@ -355,7 +358,12 @@ fn a_signalled_smoke_run_removes_its_temporary_directory() {
         let mut child = fe_host()
             .current_dir(temp.path())
             .args(["run", "m.toml", "--smoke"])
-            .args(["--set", "pipeline.batch_size=1000", "--set", "run.log_steps=1"])
+            .args([
+                "--set",
+                "pipeline.batch_size=1000",
+                "--set",
+                "run.log_steps=1",
+            ])
             .env("TMPDIR", &tmp)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -372,7 +380,10 @@ fn a_signalled_smoke_run_removes_its_temporary_directory() {
         let _ = done.send(());
         let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
         assert_eq!(status.code(), Some(code), "{stdout}{stderr}");
-        assert_contains!(stderr, format!("fe-host smoke: stopped by {name} after step"));
+        assert_contains!(
+            stderr,
+            format!("fe-host smoke: stopped by {name} after step")
+        );
         assert_contains!(stderr, "its temporary directory is removed");
         let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
         assert!(left.is_empty(), "left in TMPDIR: {left:?}");

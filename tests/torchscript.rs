@@ -380,7 +380,14 @@ fn a_torchscript_model_trains_resumes_exactly_and_exports_what_predict_gives() {
     python(&whole, &["make", "net.pt", "1"]);
     let refused: Run = fe_host()
         .current_dir(&whole)
-        .args(["predict", "m.toml", "--weights", "export", "--input", &images])
+        .args([
+            "predict",
+            "m.toml",
+            "--weights",
+            "export",
+            "--input",
+            &images,
+        ])
         .args(["--out", "edited.csv"])
         .output()
         .unwrap()
@@ -454,7 +461,10 @@ fn a_tied_weight_is_stepped_once_per_update_and_stays_tied_in_the_export() {
         .collect();
     assert_eq!(steps.len(), 6, "{out}");
     for (name, step) in &steps {
-        assert!(*step > 0.005 && *step <= 0.01 * 1.0001, "{name} moved {step}:\n{out}");
+        assert!(
+            *step > 0.005 && *step <= 0.01 * 1.0001,
+            "{name} moved {step}:\n{out}"
+        );
     }
     assert!(out.contains("tied True"), "{out}");
 }

@@ -401,11 +401,25 @@ mod tests {
 
     #[test]
     fn checkpoints_are_listed_in_step_order() {
-        let mut names = vec!["ckpt-10.1", "ckpt-2", "other", "ckpt-15", "ckpt-10", "ckpt-4"];
+        let mut names = vec![
+            "ckpt-10.1",
+            "ckpt-2",
+            "other",
+            "ckpt-15",
+            "ckpt-10",
+            "ckpt-4",
+        ];
         names.sort_by_key(|n| in_step_order(n));
         assert_eq!(
             names,
-            ["ckpt-2", "ckpt-4", "ckpt-10", "ckpt-10.1", "ckpt-15", "other"]
+            [
+                "ckpt-2",
+                "ckpt-4",
+                "ckpt-10",
+                "ckpt-10.1",
+                "ckpt-15",
+                "other"
+            ]
         );
     }
 

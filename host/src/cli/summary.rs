@@ -110,7 +110,10 @@ fn parallel_line(estimator: &Estimator) -> Option<String> {
     }
     let share = match estimator.train_seconds() {
         seconds if seconds > 0.0 => {
-            format!(" ({:.0}% of training)", 100.0 * waits.total_seconds / seconds)
+            format!(
+                " ({:.0}% of training)",
+                100.0 * waits.total_seconds / seconds
+            )
         }
         _ => String::new(),
     };
@@ -220,7 +223,10 @@ mod tests {
     #[test]
     fn suggested_paths_are_one_shell_word_each() {
         let plain = Path::new("/nowhere/runs/lenet/version_0/checkpoints/ckpt-6");
-        assert_eq!(word(plain), "/nowhere/runs/lenet/version_0/checkpoints/ckpt-6");
+        assert_eq!(
+            word(plain),
+            "/nowhere/runs/lenet/version_0/checkpoints/ckpt-6"
+        );
         let spaced = Path::new("/nowhere/sp ace/it's/ckpt-5");
         assert_eq!(word(spaced), r"'/nowhere/sp ace/it'\''s/ckpt-5'");
     }

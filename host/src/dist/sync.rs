@@ -34,11 +34,13 @@ pub struct GradientAverages {
     pub after_backward: u64,
 }
 
-/// The running counts behind [`GradientAverages`], shared by every holder of the group.
+/// The running counts behind [`GradientAverages`] and the waits behind
+/// [`SharedGroup::gradient_waits`], shared by every holder of the group.
 #[derive(Default)]
 struct AverageCounts {
     during_backward: AtomicU64,
     after_backward: AtomicU64,
+    waits: Mutex<WaitTimes>,
 }
 
 /// `SharedGroup::carried`: no gradient all-reduce since the last take, or what the last one
@@ -53,10 +55,9 @@ pub struct SharedGroup {
     world: usize,
     /// The signal the latest gradient all-reduce agreed on, encoded (see [`NOTHING_CARRIED`]).
     carried: Arc<AtomicU8>,
-    /// Updates averaged so far (see [`GradientAverages`]).
+    /// Updates averaged so far (see [`GradientAverages`]), and how long each waited for its
+    /// averaged gradients after backward.
     averages: Arc<AverageCounts>,
-    /// How long each update waited for its averaged gradients after backward.
-    waits: Arc<Mutex<WaitTimes>>,
 }
 
 impl SharedGroup {
@@ -69,7 +70,6 @@ impl SharedGroup {
             world,
             carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
             averages: Arc::default(),
-            waits: Arc::default(),
         }
     }
 
@@ -198,7 +198,8 @@ impl SharedGroup {
 
     fn waited(&self, wait: std::time::Duration) {
         // A poisoned lock only means a panic elsewhere mid-record: the counts stay usable.
-        self.waits
+        self.averages
+            .waits
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .record(wait);
@@ -207,7 +208,8 @@ impl SharedGroup {
     /// How long the updates so far waited for their averaged gradients once backward was
     /// done (the communication backward did not hide).
     pub fn gradient_waits(&self) -> WaitSummary {
-        self.waits
+        self.averages
+            .waits
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .summary()

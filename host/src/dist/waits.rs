@@ -70,7 +70,11 @@ impl WaitTimes {
             seen += count;
             if seen >= wanted {
                 // The last bin has no upper edge: it holds everything past the one before.
-                let edge = if bin + 1 == BINS { self.longest } else { upper_edge(bin) };
+                let edge = if bin + 1 == BINS {
+                    self.longest
+                } else {
+                    upper_edge(bin)
+                };
                 return Some(edge.min(self.longest));
             }
         }

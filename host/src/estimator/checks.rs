@@ -104,7 +104,11 @@ impl Estimator {
     /// checkpoint, so `keep_best` would keep none for its value and the run would end without
     /// its best line — with exit 0.
     fn check_monitor(&self, manifest: &Manifest, in_eval: &BTreeSet<String>) -> Result<()> {
-        let Some(monitor) = manifest.checkpoint.as_ref().and_then(|c| c.monitor.as_ref()) else {
+        let Some(monitor) = manifest
+            .checkpoint
+            .as_ref()
+            .and_then(|c| c.monitor.as_ref())
+        else {
             return Ok(());
         };
         if in_eval.contains(monitor) {

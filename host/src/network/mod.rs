@@ -127,7 +127,10 @@ impl Network {
         let _no_grad = tch::no_grad_guard();
         let buffers = self.models.iter().flat_map(|m| &m.buffers);
         for ((_, buffer), copy) in buffers.zip(saved) {
-            buffer.shallow_clone().f_copy_(copy).map_err(crate::tch_message)?;
+            buffer
+                .shallow_clone()
+                .f_copy_(copy)
+                .map_err(crate::tch_message)?;
         }
         Ok(())
     }
