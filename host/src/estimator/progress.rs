@@ -25,7 +25,8 @@ pub struct Progress {
     total_epochs: u32,
     /// Logged keys shown as the loss (the training losses).
     losses: Vec<String>,
-    latest_loss: Option<(String, f64)>,
+    /// The latest logged training loss: key, value and the global step it was logged at.
+    latest_loss: Option<(String, f64, u64)>,
     /// Steps of a training epoch and of an evaluation epoch (all datasets), for the run's ETA.
     steps_per_epoch: [u64; 2],
     /// Steps run and seconds spent by this process, training and evaluating.
@@ -114,10 +115,10 @@ impl Progress {
         }
     }
 
-    /// A logged value; the training losses are shown on the bar.
-    pub fn observe(&mut self, mode: Mode, key: &str, value: f64) {
+    /// A value logged at global step `step`; the training loss is shown on training bars.
+    pub fn observe(&mut self, mode: Mode, key: &str, value: f64, step: u64) {
         if mode == Mode::Train && self.losses.first().is_some_and(|loss| loss == key) {
-            self.latest_loss = Some((key.to_owned(), value));
+            self.latest_loss = Some((key.to_owned(), value, step));
         }
     }
 
@@ -169,14 +170,18 @@ impl Progress {
         }
     }
 
-    /// `ce 0.1234  105 steps/s  eta 0:03  run 1:02`.
+    /// `ce 0.1234 (step 300)  105 steps/s  eta 0:03  run 1:02`: the loss is the latest one
+    /// logged (every `log_steps`), so it says when; evaluation bars show none.
     fn message(&self, now: Instant) -> String {
         let Some(current) = &self.current else {
             return String::new();
         };
         let mut parts = Vec::new();
-        if let Some((key, value)) = &self.latest_loss {
-            parts.push(format!("{key} {}", format_number(*value)));
+        match &self.latest_loss {
+            Some((key, value, step)) if current.mode == Mode::Train => {
+                parts.push(format!("{key} {} (step {step})", format_number(*value)));
+            }
+            _ => {}
         }
         let elapsed = now.duration_since(current.started).as_secs_f64();
         if current.done == 0 || elapsed <= 0.0 {
@@ -287,6 +292,19 @@ mod tests {
         progress.done[1] = (20, 1.0);
         let left = progress.run_left(&current, 10.0).unwrap();
         assert!((left - 28.0).abs() < 1e-9, "{left}");
+    }
+
+    #[test]
+    fn the_loss_shown_says_when_it_was_logged_and_only_on_training_bars() {
+        let mut progress = Progress::new(false, 2, vec!["ce".to_owned()]);
+        progress.observe(Mode::Train, "ce", 2.832, 1);
+        progress.observe(Mode::Eval, "ce", 1.37, 25);
+        progress.start(Mode::Train, 1, "", 25);
+        let train = progress.message(Instant::now());
+        assert!(train.starts_with("ce 2.832 (step 1)"), "{train}");
+        progress.start(Mode::Eval, 1, "", 3);
+        let eval = progress.message(Instant::now());
+        assert!(!eval.contains("ce"), "{eval}");
     }
 
     #[test]

@@ -33,7 +33,7 @@ impl Estimator {
         for entry in data.logged() {
             if let Some(value) = entry.value.as_f64() {
                 self.system.summary.record(mode, &entry.key, step, value);
-                self.progress.observe(mode, &entry.key, value);
+                self.progress.observe(mode, &entry.key, value, step);
             }
             line.push_str(&format!("{}: {}; ", entry.key, entry.value.render()));
         }
