@@ -321,6 +321,29 @@ fn a_run_that_fails_at_start_leaves_no_version_behind() {
     assert_eq!(file_names(dir), ["m.toml"], "nothing left behind");
 }
 
+/// A root copied with `cp -rL` has a directory where `latest` links: the next run failed at
+/// its end (exit 1) and left a version behind that `--resume` then took for the latest.
+#[test]
+fn a_latest_that_is_a_directory_is_refused_before_anything_is_written() {
+    let temp = TempDir::new("run-version-latest-dir");
+    let dir = temp.path();
+    std::fs::write(dir.join("m.toml"), versioned()).unwrap();
+    run_in(dir, &["run", "m.toml", "-q"]);
+    let root = dir.join("runs/lenet");
+    std::fs::remove_file(root.join("latest")).unwrap();
+    std::fs::create_dir_all(root.join("latest")).unwrap();
+    let before = file_names(&root);
+    let out: Run = fe_host()
+        .current_dir(dir)
+        .args(["run", "m.toml", "-q"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_contains!(out.stderr, "latest: is a directory, but fe-host keeps a link");
+    assert_eq!(file_names(&root), before, "nothing written");
+}
+
 #[test]
 fn resume_auto_continues_the_latest_version_only_when_it_has_checkpoints() {
     let dir = TempDir::new("runs-auto");

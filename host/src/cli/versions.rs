@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::run_dir::{self, Claim, RunDir, RunRecord};
 
@@ -86,6 +86,19 @@ impl Chosen {
     }
 }
 
+/// `latest` in a run root is the link fe-host keeps to the newest version: a directory (a root copied with `cp -rL`) would make the run fail at its end, after its
+/// version was made; refused before anything is written.
+fn latest_is_a_link(root: &Path) -> Result<()> {
+    let latest = root.join(run_dir::LATEST);
+    match std::fs::symlink_metadata(&latest) {
+        Ok(meta) if meta.is_dir() => Err(Error::Usage(format!(
+            "{}: is a directory, but fe-host keeps a link to the latest run version there (a copy made with `cp -rL`?); move it away",
+            latest.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Chooses the version of a run with a `run.log_dir` (`named_root`: the one the manifest
 /// names, which `--log-dir` may have replaced) and moves the run's outputs into it; writes
 /// nothing. `resume` is `--resume`'s value.
@@ -99,6 +112,7 @@ pub fn choose(
     let Some(root) = manifest.run.log_dir.clone() else {
         return Ok(None);
     };
+    latest_is_a_link(&root)?;
     let from = named_root.unwrap_or_else(|| root.clone());
     let requested = match (from_env, resume) {
         (Some(version), _) => Some(version),
