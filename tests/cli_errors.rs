@@ -287,6 +287,13 @@ fn output_targets_that_cannot_be_written_are_refused_before_training() {
     );
     assert_contains!(out.stderr, "is an existing file, not a directory");
     assert!(!out.stdout.contains("fe-host start"), "{}", out.stdout);
+    // A checkpoint folder that is a file: at its key, not a bare OS error after training.
+    let set = format!("checkpoint.dir={}", file.display());
+    let text = lenet_manifest(1, "\n[checkpoint]\ndir = \"ckpt\"\nevery_epochs = 1\n");
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path, "--set", &set], 2);
+    assert_contains!(out.stderr, "checkpoint.dir: ");
+    assert_contains!(out.stderr, "is an existing file, not a directory");
 }
 
 #[test]

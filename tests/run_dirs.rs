@@ -340,7 +340,10 @@ fn a_latest_that_is_a_directory_is_refused_before_anything_is_written() {
         .unwrap()
         .into();
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert_contains!(out.stderr, "latest: is a directory, but fe-host keeps a link");
+    assert_contains!(
+        out.stderr,
+        "latest: is a directory, but fe-host keeps a link"
+    );
     assert_eq!(file_names(&root), before, "nothing written");
 }
 

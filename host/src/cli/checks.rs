@@ -41,8 +41,9 @@ pub fn stdout_failure(panic_message: &str) -> Option<Option<Error>> {
     ))))
 }
 
-/// What `run` refuses before building anything: `--threads 0`, a `log_dir` that is a file
-/// (`log_dir_from_flag`: it came from `--log-dir`), a manifest without any dataset.
+/// What `run` refuses before building anything: `--threads 0`, a `log_dir` or checkpoint
+/// `dir` that is a file (`log_dir_from_flag`: it came from `--log-dir`), a manifest without
+/// any dataset.
 pub(super) fn check_before_building(
     manifest: &Manifest,
     threads: Option<u32>,
@@ -54,6 +55,17 @@ pub(super) fn check_before_building(
         ));
     }
     check_log_dir(manifest, log_dir_from_flag)?;
+    if let Some(dir) = manifest.checkpoint.as_ref().map(|c| &c.dir) {
+        if dir.exists() && !dir.is_dir() {
+            return Err(manifest.error_at(
+                &KeyPath::root("checkpoint").key("dir"),
+                format!(
+                    "{} is an existing file, not a directory; name a directory for the checkpoints",
+                    dir.display()
+                ),
+            ));
+        }
+    }
     if manifest.pipeline.data.is_empty() {
         return Err(manifest.error_at(
             &KeyPath::root("pipeline"),

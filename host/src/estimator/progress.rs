@@ -87,8 +87,7 @@ impl Progress {
         // The template is a constant; a bad one would fall back to indicatif's default. The
         // bar takes what the text leaves of the line: a fixed one pushed the ETAs past the edge
         // of an 80-column terminal, where they were cut off.
-        if let Ok(style) =
-            ProgressStyle::with_template("{prefix} [{wide_bar}] {pos}/{len}  {msg}")
+        if let Ok(style) = ProgressStyle::with_template("{prefix} [{wide_bar}] {pos}/{len}  {msg}")
         {
             bar.set_style(style.progress_chars("=> "));
         }
