@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::{fe_host, lenet_manifest, Run, TempDir};
+use crate::util::{fe_host, lenet_manifest, watchdog, OutputWithin, Run, TempDir};
 
 fn manifest(checkpoint: &str) -> String {
     lenet_manifest(8, checkpoint)
@@ -190,7 +190,8 @@ fn a_run_killed_after_a_mid_epoch_checkpoint_resumes_with_every_log_row() {
         (at, command)
     };
     let (reference, mut command) = run("reference", &["-q"]);
-    assert_eq!(command.status().unwrap().code(), Some(0));
+    let out = command.output_within();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let expected = logged_losses(&reference);
     // 25 steps, an epoch row and an evaluation per epoch.
     assert_eq!(expected.len(), 2 * (25 + 2), "{expected:?}");
@@ -201,6 +202,8 @@ fn a_run_killed_after_a_mid_epoch_checkpoint_resumes_with_every_log_row() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // A run that hangs before step 12 is killed, and the test fails, instead of waiting.
+    let done = watchdog(child.id(), 300);
     let stdout = child.stdout.take().unwrap();
     // Step 12 is logged after the checkpoint at step 10 was taken, and the one at step 5
     // (written in the background) waited for.
@@ -211,17 +214,16 @@ fn a_run_killed_after_a_mid_epoch_checkpoint_resumes_with_every_log_row() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
+    let _ = done.send(());
     let before_resume = logged_losses(&killed);
     assert!(
         before_resume.len() >= 10 && before_resume[..10] == expected[..10],
         "{before_resume:?}"
     );
-    let out: Run = fe_host()
+    let out = fe_host()
         .current_dir(&killed)
         .args(["run", "m.toml", "--log-dir", "logs", "-q", "--resume"])
-        .output()
-        .unwrap()
-        .into();
+        .output_within();
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(logged_losses(&killed), expected);
 }

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::util::{fe_host, lenet_manifest, Run, TempDir};
+use crate::util::{fe_host, lenet_manifest, watchdog, Run, TempDir};
 
 const STEPS_PER_EPOCH: u64 = 25;
 
@@ -28,19 +28,6 @@ fn manifest(extra: &str) -> String {
             "log_steps = 50",
             "log_steps = 1\ntrain_steps_per_epoch = 25\neval_steps_per_epoch = 2",
         )
-}
-
-/// Kills `pid` if the test has not finished with it after `seconds`: a hung run fails the
-/// test instead of hanging the suite.
-fn watchdog(pid: u32, seconds: u64) -> mpsc::Sender<()> {
-    let (done, wait) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
-        if wait.recv_timeout(Duration::from_secs(seconds)).is_err() {
-            // SAFETY: kill(2) with a pid this test spawned.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
-    });
-    done
 }
 
 /// Reads `stream` line by line on a thread, reporting the first line containing `needle`

@@ -222,6 +222,22 @@ pub fn wait_all_within(children: Vec<std::process::Child>) -> Vec<Run> {
     runs
 }
 
+/// Kills `pid` if the test has not finished with it after `seconds`: a hung run fails the
+/// test instead of hanging the suite.
+pub fn watchdog(pid: u32, seconds: u64) -> std::sync::mpsc::Sender<()> {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if wait
+            .recv_timeout(std::time::Duration::from_secs(seconds))
+            .is_err()
+        {
+            // SAFETY: kill(2) with a pid this test spawned.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    });
+    done
+}
+
 /// A command's output, killed and failed after [`PROCESSES_LIMIT`] (see [`wait_all_within`]):
 /// for commands that start several processes.
 pub trait OutputWithin {

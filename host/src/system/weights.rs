@@ -40,11 +40,14 @@ pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
         let source = if single {
             path.to_path_buf()
         } else if path.join("models").is_dir() {
-            torchscript_unchanged(&path.join("models"), model)?;
-            file(&path.join("models"), &model.name)
+            let models = path.join("models");
+            let record = models.join(format!("{}.json", model.name));
+            torchscript_unchanged(&record, "/torchscript/sha256", model)?;
+            file(&models, &model.name)
         } else {
             let source = file(path, &model.name);
-            torchscript_unchanged_since_export(&source, model)?;
+            let card = source.with_extension("json");
+            torchscript_unchanged(&card, "/torchscript_source_sha256", model)?;
             source
         };
         crate::predict::from_card::check_weights_beside_card(&source)?;
@@ -58,61 +61,32 @@ pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
     Ok(loaded)
 }
 
-/// A checkpoint records the sha256 of a TorchScript model's file. Its weights in a file edited
-/// or regenerated since (same parameter names, another forward) would load and predict
-/// something never trained, so that is refused as `--resume` refuses it. Checkpoints written
-/// before the sha256 was recorded pass.
-fn torchscript_unchanged(models: &Path, model: &ModelSlot) -> Result<()> {
+/// A checkpoint's model record (`models/<name>.json`, at `/torchscript/sha256`) and an
+/// export's card (`<name>.json`, at `/torchscript_source_sha256`) keep the sha256 of the
+/// TorchScript file the model was trained from. Its weights in a file edited or regenerated
+/// since (same parameter names, another forward) would load and predict something never
+/// trained, so that is refused as `--resume` refuses it. Records written before the sha256 was
+/// kept, and JSON files of that name that hold no such sha256, pass.
+fn torchscript_unchanged(record_path: &Path, pointer: &str, model: &ModelSlot) -> Result<()> {
     let Some(source) = &model.torchscript else {
         return Ok(());
     };
-    let record_path = models.join(format!("{}.json", model.name));
-    let Ok(text) = std::fs::read_to_string(&record_path) else {
+    let Ok(text) = std::fs::read_to_string(record_path) else {
         return Ok(());
     };
     let record: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Checkpoint {
-        path: record_path.clone(),
+        path: record_path.to_path_buf(),
         message: format!("is not valid JSON: {e}"),
     })?;
-    let saved = &record["torchscript"];
-    match saved["sha256"].as_str() {
+    match record.pointer(pointer).and_then(serde_json::Value::as_str) {
         Some(sha256) if sha256 != source.sha256 => Err(Error::Checkpoint {
-            path: record_path,
+            path: record_path.to_path_buf(),
             message: format!(
                 "model `{}` was trained with TorchScript file {} of sha256 {sha256}, but {} has {} now: the architecture changed since; retrain, or restore the file",
                 model.name,
-                saved["file"].as_str().unwrap_or("?"),
+                source.file.file_name().unwrap_or_default().to_string_lossy(),
                 source.file.display(),
                 source.sha256
-            ),
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// An export's card records the sha256 of the TorchScript file its model was trained from:
-/// its weights loaded into a model built from that file edited since would predict something
-/// never trained, as [`torchscript_unchanged`] refuses for a checkpoint.
-fn torchscript_unchanged_since_export(weights: &Path, model: &ModelSlot) -> Result<()> {
-    let Some(source) = &model.torchscript else {
-        return Ok(());
-    };
-    let card_path = weights.with_extension("json");
-    let Ok(text) = std::fs::read_to_string(&card_path) else {
-        return Ok(());
-    };
-    let Ok(card) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return Ok(());
-    };
-    match card["torchscript_source_sha256"].as_str() {
-        Some(sha256) if sha256 != source.sha256 => Err(Error::Checkpoint {
-            path: card_path,
-            message: format!(
-                "model `{}` was trained with a TorchScript file of sha256 {sha256}, but {} has {} now: the architecture changed since; retrain, restore the file, or predict from the export alone (`fe-host predict {}`)",
-                model.name,
-                source.file.display(),
-                source.sha256,
-                weights.with_extension("json").display()
             ),
         }),
         _ => Ok(()),
