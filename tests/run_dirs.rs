@@ -370,3 +370,40 @@ fn resume_auto_continues_the_latest_version_only_when_it_has_checkpoints() {
     assert_contains!(out.stdout, "starting fresh");
     assert!(root.join("version_1").is_dir(), "{}", out.stdout);
 }
+
+#[test]
+fn a_checkpoint_table_without_dir_checkpoints_into_the_runs_version() {
+    let dir = TempDir::new("runs-ckpt-default");
+    let manifest = versioned().replace("dir = \"runs/lenet/checkpoints\"\n", "");
+    assert!(!manifest.contains("runs/lenet/checkpoints"));
+    dir.write("m.toml", &manifest);
+    // Given on the command line too, the root holds the checkpoints of each version.
+    run_in(dir.path(), &["run", "m.toml", "--log-dir", "elsewhere"]);
+    let version = dir.path().join("elsewhere/version_0");
+    assert!(
+        version.join("checkpoints/ckpt-4").is_dir(),
+        "{:?}",
+        file_names(&version)
+    );
+    assert!(!dir.path().join("checkpoints").exists());
+    // `--resume` alone finds them there and appends to the same version.
+    dir.write("m.toml", &manifest.replace("epochs = 1", "epochs = 2"));
+    let out = run_in(
+        dir.path(),
+        &[
+            "run",
+            "m.toml",
+            "--log-dir",
+            "elsewhere",
+            "--resume",
+            "--allow-changes",
+        ],
+    );
+    assert_contains!(out.stdout, "fe-host resume:");
+    assert!(
+        version.join("checkpoints/ckpt-8").is_dir(),
+        "{}",
+        out.stdout
+    );
+    assert!(!dir.path().join("elsewhere/version_1").exists());
+}

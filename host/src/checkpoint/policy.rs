@@ -102,6 +102,7 @@ mod tests {
     fn config(every_epochs: Option<u32>, every_steps: Option<u64>) -> CheckpointConfig {
         CheckpointConfig {
             dir: PathBuf::from("ckpt"),
+            dir_named: true,
             every_epochs,
             every_steps,
             keep_last: None,

@@ -96,6 +96,7 @@ mod tests {
     fn config(dir: PathBuf) -> CheckpointConfig {
         CheckpointConfig {
             dir,
+            dir_named: true,
             every_epochs: Some(1),
             every_steps: None,
             keep_last: Some(1),

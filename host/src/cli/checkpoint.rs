@@ -236,6 +236,7 @@ pub fn smoke_manifest(manifest: &mut Manifest, dir: &Path) {
     manifest.outputs_into = Some(dir.join("outputs"));
     manifest.checkpoint = Some(CheckpointConfig {
         dir: smoke_checkpoints(dir),
+        dir_named: true,
         every_epochs: Some(1),
         every_steps: None,
         keep_last: None,

@@ -148,8 +148,8 @@ fn auto_version(manifest: &Manifest, (named, root): (&Path, &Path)) -> Result<Op
     }
     .path();
     let inside = match &manifest.checkpoint {
-        None => Some(dir.join("checkpoints")),
-        Some(config) => run_dir::relocate(&config.dir, named, &dir),
+        Some(config) if config.dir_named => run_dir::relocate(&config.dir, named, &dir),
+        _ => Some(dir.join("checkpoints")),
     };
     let holds_checkpoints = inside
         .and_then(|d| std::fs::read_dir(d).ok())
@@ -168,8 +168,11 @@ fn resumed_version(
 ) -> Result<Option<u32>> {
     let checkpoints = crate::checkpoint::default_root(manifest);
     let path = if request == "latest" {
-        let versioned =
-            manifest.checkpoint.is_none() || run_dir::relocate(&checkpoints, named, root).is_some();
+        let versioned = manifest
+            .checkpoint
+            .as_ref()
+            .is_none_or(|config| !config.dir_named)
+            || run_dir::relocate(&checkpoints, named, root).is_some();
         if versioned {
             return run_dir::latest(root);
         }

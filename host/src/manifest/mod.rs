@@ -64,6 +64,9 @@ pub struct Manifest {
 pub struct CheckpointConfig {
     /// The checkpoint root, resolved against the manifest's directory.
     pub dir: PathBuf,
+    /// Whether the manifest names `dir`: an unnamed one is `checkpoints` wherever the run
+    /// writes (its version directory in a versioned run), like a run without the table.
+    pub dir_named: bool,
     /// Save at the end of every N-th epoch (and of the last).
     pub every_epochs: Option<u32>,
     /// Save after every N-th training step.
@@ -316,7 +319,9 @@ impl Manifest {
     /// run log, and every output and the checkpoint folder named under `root`, move into it.
     pub fn move_outputs(&mut self, root: &Path, version: &Path) {
         if let Some(checkpoint) = &mut self.checkpoint {
-            if let Some(moved) = crate::run_dir::relocate(&checkpoint.dir, root, version) {
+            if !checkpoint.dir_named {
+                checkpoint.dir = version.join("checkpoints");
+            } else if let Some(moved) = crate::run_dir::relocate(&checkpoint.dir, root, version) {
                 checkpoint.dir = moved;
             }
         }

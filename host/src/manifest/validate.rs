@@ -245,6 +245,7 @@ fn checkpoint_config(
             &std::path::absolute(dir.join(raw.dir.as_deref().unwrap_or("checkpoints")))
                 .unwrap_or_else(|_| dir.join(raw.dir.as_deref().unwrap_or("checkpoints"))),
         ),
+        dir_named: raw.dir.is_some(),
         every_epochs: raw.every_epochs,
         every_steps: raw.every_steps,
         keep_last: raw.keep_last.map(|n| n as usize),

@@ -151,6 +151,7 @@ impl Estimator {
             }
             self.checkpointing.config = Some(CheckpointConfig {
                 dir,
+                dir_named: true,
                 every_epochs: None,
                 every_steps: None,
                 keep_last: None,
