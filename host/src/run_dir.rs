@@ -204,6 +204,26 @@ impl RunDir {
         })
     }
 
+    /// The next free version of `root`, its directory made (empty) at once: a run started at
+    /// the same moment, which chose the same number, finds it taken and takes the one after,
+    /// as does a run finding a file where a version would go. `root` is made when missing.
+    pub fn claim_next(root: &Path) -> Result<Self> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        let mut chosen = Self::choose(root, None)?;
+        loop {
+            let dir = chosen.path();
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Ok(chosen),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    chosen.version = chosen.version.checked_add(1).ok_or_else(|| {
+                        Error::Usage(format!("{}: no free version left", root.display()))
+                    })?;
+                }
+                Err(e) => return Err(Error::io(&dir, e)),
+            }
+        }
+    }
+
     /// [`RunDir::choose`], and the directory made (empty) so that no other run takes it:
     /// what a launcher calls once before starting ranks with [`VERSION_ENV`] set to
     /// [`RunDir::version`].
@@ -383,6 +403,26 @@ mod tests {
             version_containing(root, Path::new("elsewhere/version_1")),
             None
         );
+    }
+
+    #[test]
+    fn runs_claiming_at_once_take_different_versions_and_skip_a_file_in_the_way() {
+        let root = std::env::temp_dir().join(format!("fe-run-claim-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        // Both chose version 0 before either made it: the second to claim takes version 1.
+        let (first, second) = (RunDir::choose(&root, None), RunDir::choose(&root, None));
+        assert_eq!(first.unwrap().version, second.unwrap().version);
+        assert_eq!(RunDir::claim_next(&root).unwrap().version, 0);
+        assert_eq!(RunDir::claim_next(&root).unwrap().version, 1);
+        assert!(root.join("version_1").is_dir());
+        // A file named like the next version is stepped over, not written into.
+        std::fs::write(root.join("version_2"), "notes").unwrap();
+        assert_eq!(RunDir::claim_next(&root).unwrap().version, 3);
+        assert_eq!(
+            std::fs::read_to_string(root.join("version_2")).unwrap(),
+            "notes"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         Some(_) => None,
         None => {
             let request = checkpoint::resume_request(args.resume.as_deref(), &manifest, false);
-            versions::choose(&mut manifest, named_root, request)?
+            versions::choose(&mut manifest, named_root, request, speaks)?
         }
     };
     // Every rank resolves the version (a resume reads its checkpoints from it); rank 0 alone

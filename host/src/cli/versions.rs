@@ -20,6 +20,19 @@ pub struct Chosen {
     previous: Option<u32>,
     /// The root and those of its parents that did not exist before this run, innermost first.
     new_dirs: Vec<PathBuf>,
+    /// Whether this process made the (empty) version directory when it chose it, and has not
+    /// started the run in it yet: dropped so, it removes what it made.
+    claimed: std::cell::Cell<bool>,
+}
+
+impl Drop for Chosen {
+    /// A run refused between choosing its version and starting leaves nothing behind.
+    fn drop(&mut self) {
+        if self.claimed.get() {
+            let _ = std::fs::remove_dir(self.dir.path());
+            self.remove_new_dirs();
+        }
+    }
 }
 
 impl Chosen {
@@ -41,6 +54,7 @@ impl Chosen {
             Claim::Resumed
         };
         self.dir.create(&record, claim)?;
+        self.claimed.set(false);
         if !quiet {
             println!(
                 "fe-host run: writing into {} ({} links to it);",
@@ -77,11 +91,15 @@ impl Chosen {
             }
             None => {
                 let _ = std::fs::remove_file(self.dir.root.join(run_dir::LATEST));
-                for dir in &self.new_dirs {
-                    // Only when empty: another process may have written there meanwhile.
-                    let _ = std::fs::remove_dir(dir);
-                }
+                self.remove_new_dirs();
             }
+        }
+    }
+
+    fn remove_new_dirs(&self) {
+        for dir in &self.new_dirs {
+            // Only when empty: another process may have written there meanwhile.
+            let _ = std::fs::remove_dir(dir);
         }
     }
 }
@@ -100,12 +118,15 @@ fn latest_is_a_link(root: &Path) -> Result<()> {
 }
 
 /// Chooses the version of a run with a `run.log_dir` (`named_root`: the one the manifest
-/// names, which `--log-dir` may have replaced) and moves the run's outputs into it; writes
-/// nothing. `resume` is `--resume`'s value.
+/// names, which `--log-dir` may have replaced) and moves the run's outputs into it. `resume`
+/// is `--resume`'s value. A new version is claimed at once (its directory made empty, removed
+/// again when the run is refused before it starts) when `claims`: the process that writes the
+/// run; other ranks only need its paths. Writes nothing else.
 pub fn choose(
     manifest: &mut Manifest,
     named_root: Option<PathBuf>,
     resume: Option<&str>,
+    claims: bool,
 ) -> Result<Option<Chosen>> {
     // Checked whether or not the run is versioned: a launcher's mistake is never silent.
     let from_env = run_dir::version_from_env()?;
@@ -120,18 +141,26 @@ pub fn choose(
         (None, Some(super::checkpoint::AUTO)) => auto_version(manifest, (&from, &root))?,
         (None, Some(request)) => resumed_version(manifest, (&from, &root), request)?,
     };
-    let dir = RunDir::choose(&root, requested)?;
+    let previous = run_dir::latest(&root)?;
+    let new_dirs = root
+        .ancestors()
+        .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    let claimed = claims && requested.is_none();
+    let dir = if claimed {
+        RunDir::claim_next(&root)?
+    } else {
+        RunDir::choose(&root, requested)?
+    };
     manifest.move_outputs(&from, &dir.path());
     Ok(Some(Chosen {
         dir,
         fresh: requested.is_none(),
         named: from_env.is_some(),
-        previous: run_dir::latest(&root)?,
-        new_dirs: root
-            .ancestors()
-            .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
-            .map(Path::to_path_buf)
-            .collect(),
+        previous,
+        new_dirs,
+        claimed: std::cell::Cell::new(claimed),
     }))
 }
 
