@@ -321,6 +321,43 @@ fn a_model_updated_twice_a_step_is_averaged_after_backward_and_matches_one_proce
 }
 
 #[test]
+fn a_sliced_batch_makes_the_same_minibatch_updates_on_two_ranks_as_in_one_process() {
+    // `minibatch_size` is global, as the batch size is: each rank cuts its 16 samples into
+    // minibatches of 4, and the ranks' k-th minibatches together are one process's k-th of 8.
+    // Each minibatch is an update; run per rank, the size gave twice as many, half as large.
+    let sliced = r#"
+[[network.slicers]]
+slicer = "AxisSlicer"
+slice = ["x", "y"]
+unslice = "y_pred"
+axis = 0
+minibatch_size = 8
+
+[[network.slicers]]
+slicer = "MeanUnslicer"
+unslice = "ce"
+"#;
+    let text = manifest(SGD, 32, 1, sliced)
+        .replace("log_steps = 5", "log_steps = 5\ntrain_steps_per_epoch = 6");
+    let (one, two) = (TempDir::new("dp-sliced-one"), TempDir::new("dp-sliced-two"));
+    let (_, single_weights) = train(&one, 1, &text);
+    let (_, parallel_weights) = train(&two, 2, &text);
+    let difference = max_difference(&single_weights, &parallel_weights);
+    assert!(difference <= 1e-5, "weights differ by {difference}");
+    // A global size the ranks cannot share is refused at its key before anything trains.
+    let odd = TempDir::new("dp-sliced-odd");
+    let args = run_args(
+        &odd,
+        &text.replace("minibatch_size = 8", "minibatch_size = 5"),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let runs = wait_all(spawn_ranks(&odd, 2, &args, &[]));
+    assert_eq!(runs[0].code, 2, "{}", runs[0].stderr);
+    assert_contains!(runs[0].stderr, "network.slicers[0].minibatch_size");
+    assert_contains!(runs[0].stderr, "do not divide among 2 ranks");
+}
+
+#[test]
 fn two_models_each_averaged_during_its_own_backward_match_one_process() {
     // Model a's update is applied at once (model b's ops follow it), model b's is deferred to
     // the step's end; each is its model's only update, so both are averaged during their own

@@ -62,6 +62,7 @@ fn measure(label: &str, dir: &Path, text: &str, registry: &Registry, rounds: usi
     let checkpoints = dir.join(format!("checkpoints-{label}"));
     manifest.checkpoint = Some(CheckpointConfig {
         dir: checkpoints.clone(),
+        dir_named: true,
         every_epochs: Some(1),
         every_steps: None,
         keep_last: None,

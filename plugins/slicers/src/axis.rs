@@ -42,16 +42,25 @@ enum Cut {
 /// with the axis removed, e.g. `[B, C, W, H, D]` with `axis = -1` gives `D` minibatches of
 /// `[B, C, W, H]`, and unslicing re-inserts the axis and concatenates. With `minibatch_size`
 /// or `num_slices` the axis is kept and cut into runs of indices.
+///
+/// In a data-parallel run `minibatch_size` along the batch axis (0) is global, as the batch
+/// size is: each of N ranks cuts its share into minibatches of `minibatch_size / N`, so the
+/// ranks' k-th minibatches together are one process's k-th minibatch and every update sees
+/// what it would see in one process. A size N does not divide, and one-sample slices of the
+/// batch axis (no size or count), are refused. `num_slices` needs nothing: N ranks cutting
+/// their shares into the same count give the single process's minibatches.
 #[derive(Debug)]
 pub struct AxisSlicer {
     axis: i64,
     cut: Cut,
+    /// How many ranks share each batch (1 without data parallelism).
+    ranks: i64,
 }
 
 impl FromConfig for AxisSlicer {
     type Config = AxisSlicerConfig;
 
-    fn from_config(config: AxisSlicerConfig, _ctx: &CreateContext<'_>) -> Result<Self> {
+    fn from_config(config: AxisSlicerConfig, ctx: &CreateContext<'_>) -> Result<Self> {
         let positive = |field: &str, value: i64| {
             if value >= 1 {
                 Ok(value)
@@ -73,10 +82,41 @@ impl FromConfig for AxisSlicer {
                 ))
             }
         };
-        Ok(Self {
+        let slicer = Self {
             axis: config.axis,
             cut,
-        })
+            ranks: i64::from(ctx.run().world_size.max(1)),
+        };
+        if config.axis == 0 {
+            // Known to be the batch axis already: refused with the manifest's key, not at step 1.
+            let key = match cut {
+                Cut::EachIndex => "axis",
+                _ => "minibatch_size",
+            };
+            slicer.rank_cut().map_err(|why| Error::config(key, why))?;
+        }
+        Ok(slicer)
+    }
+}
+
+impl AxisSlicer {
+    /// How this rank cuts the batch axis: a global `minibatch_size` split among the ranks.
+    fn rank_cut(&self) -> std::result::Result<Cut, String> {
+        match self.cut {
+            _ if self.ranks == 1 => Ok(self.cut),
+            Cut::Size(size) if size % self.ranks == 0 => Ok(Cut::Size(size / self.ranks)),
+            Cut::Size(size) => Err(format!(
+                "{size} samples a minibatch do not divide among {} ranks (minibatch_size is the \
+                 global size, as the batch size is); use a multiple of {}",
+                self.ranks, self.ranks
+            )),
+            Cut::EachIndex => Err(format!(
+                "one-sample minibatches of the batch axis cannot be shared by {} ranks: give \
+                 minibatch_size (a multiple of {}) or num_slices",
+                self.ranks, self.ranks
+            )),
+            Cut::Count(_) => Ok(self.cut),
+        }
     }
 }
 
@@ -97,7 +137,12 @@ impl Slicer for AxisSlicer {
             )));
         }
         let dim = axis as i64;
-        match self.cut {
+        let cut = if axis == 0 {
+            self.rank_cut().map_err(Error::msg)?
+        } else {
+            self.cut
+        };
+        match cut {
             Cut::EachIndex => (0..length)
                 .map(|index| batch.f_select(dim, index).map_err(Error::from))
                 .collect(),
@@ -290,6 +335,57 @@ mod tests {
             .slice("x", &x)
             .unwrap_err();
         assert!(err.message.contains("into 8 slices"), "{err}");
+    }
+
+    /// Runs `body` as rank 0 of `ranks` data-parallel ranks.
+    fn as_ranks<T>(ranks: u32, body: impl FnOnce() -> T) -> T {
+        testing::set_run_info(Some(fe_plugin_api::RunInfo {
+            world_size: ranks,
+            ..fe_plugin_api::RunInfo::unknown()
+        }));
+        let out = body();
+        testing::set_run_info(None);
+        out
+    }
+
+    #[test]
+    fn a_global_minibatch_size_is_shared_among_the_ranks_on_the_batch_axis_only() {
+        let x = arange(&[8, 6]);
+        let sizes = |s: &mut testing::TestSlicer, axis_len: &Tensor, dim: usize| -> Vec<i64> {
+            let slices = s.slice("x", axis_len).unwrap();
+            slices.iter().map(|t| t.size()[dim]).collect()
+        };
+        // Each of 2 ranks cuts its share into 2-sample minibatches: 4 + 4 a global one.
+        let mut batch_axis = as_ranks(2, || slicer("axis = 0\nminibatch_size = 4"));
+        assert_eq!(sizes(&mut batch_axis, &x, 0), [2, 2, 2, 2]);
+        // A negative axis is found to be the batch axis when the tensor comes.
+        let mut negative = as_ranks(2, || slicer("axis = -2\nminibatch_size = 4"));
+        assert_eq!(sizes(&mut negative, &x, 0), [2, 2, 2, 2]);
+        // Other axes are not shared, and a count is the same on every rank.
+        let mut other = as_ranks(2, || slicer("axis = 1\nminibatch_size = 4"));
+        assert_eq!(sizes(&mut other, &x, 1), [4, 2]);
+        let mut count = as_ranks(2, || slicer("axis = 0\nnum_slices = 2"));
+        assert_eq!(sizes(&mut count, &x, 0), [4, 4]);
+    }
+
+    #[test]
+    fn batch_axis_minibatches_the_ranks_cannot_share_are_refused() {
+        let err = as_ranks(2, || {
+            testing::slicer("AxisSlicer", "axis = 0\nminibatch_size = 3", &["x"], &["x"])
+        })
+        .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Config);
+        assert_eq!(err.field.as_str(), "minibatch_size");
+        assert!(err.message.contains("do not divide among 2 ranks"), "{err}");
+        let err = as_ranks(3, || {
+            testing::slicer("AxisSlicer", "axis = 0", &["x"], &["x"])
+        })
+        .unwrap_err();
+        assert_eq!(err.field.as_str(), "axis");
+        assert!(err.message.contains("cannot be shared by 3 ranks"), "{err}");
+        let mut late = as_ranks(2, || slicer("axis = -2\nminibatch_size = 3"));
+        let err = late.slice("x", &arange(&[8, 6])).unwrap_err();
+        assert!(err.message.contains("do not divide among 2 ranks"), "{err}");
     }
 
     #[test]
