@@ -298,6 +298,25 @@ fn nproc_two_ends_with_the_weights_torchrun_gives_and_only_rank_0_speaks() {
     );
 }
 
+/// Rank 0 hosts the rendezvous store: killed, it takes the store with it, and the survivor's
+/// later calls on the store fail too. libtorch logs each with a C++ backtrace, which must not
+/// reach the user.
+#[test]
+fn a_killed_rank_zero_is_reported_without_libtorch_backtraces() {
+    let dir = TempDir::new("nproc-killed-zero");
+    let lost = run_dir(&dir, "lost", &two_rank_manifest(""));
+    let out: Run = fe_host()
+        .current_dir(&lost)
+        .args(["run", "m.toml", "--nproc", "2"])
+        .env("FE_TEST_KILL", "0:10")
+        .output_within();
+    assert_eq!(out.code, 128 + 9, "{}{}", out.stdout, out.stderr);
+    for noise in ["frame #", "Exception raised", "[W", "c10d"] {
+        assert!(!out.stderr.contains(noise), "{noise}:\n{}", out.stderr);
+    }
+    assert_contains!(out.stderr, "[rank 1] error: rank 1 of 2: ");
+}
+
 #[test]
 fn a_killed_rank_ends_the_others_and_sets_the_launchers_exit_code() {
     let dir = TempDir::new("nproc-killed");
