@@ -311,7 +311,15 @@ fn a_killed_rank_zero_is_reported_without_libtorch_backtraces() {
         .env("FE_TEST_KILL", "0:10")
         .output_within();
     assert_eq!(out.code, 128 + 9, "{}{}", out.stdout, out.stderr);
-    for noise in ["frame #", "Exception raised", "[W", "c10d"] {
+    // Nor does the survivor, asked to stop by the launcher, promise a checkpoint it cannot
+    // save with a rank gone.
+    for noise in [
+        "frame #",
+        "Exception raised",
+        "[W",
+        "c10d",
+        "stopping after this step",
+    ] {
         assert!(!out.stderr.contains(noise), "{noise}:\n{}", out.stderr);
     }
     assert_contains!(out.stderr, "[rank 1] error: rank 1 of 2: ");
@@ -543,6 +551,21 @@ fn preempt_launched_ranks(name: &str, also_ranks: bool) {
         "fe-host stopped: every rank stopped once rank 0 had saved a checkpoint (rank "
     );
     assert!(!out.stderr.contains("error:"), "{}", out.stderr);
+    // The launcher says once what the stop will do; rank 1, which writes no checkpoint, says
+    // nothing about one.
+    let promises = out
+        .stderr
+        .matches("stopping every rank after this step")
+        .count();
+    assert_eq!(promises, 1, "{}", out.stderr);
+    assert!(!out.stderr.contains("[rank 1] fe-host:"), "{}", out.stderr);
+    if !also_ranks {
+        assert!(
+            !out.stderr.contains("[rank 0] fe-host: stopping"),
+            "{}",
+            out.stderr
+        );
+    }
     let resumed = run_in(&path, &["--nproc", "2", "--resume", "-q"]);
     assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
 }

@@ -99,6 +99,18 @@ static PARENT_FORWARDS: AtomicBool = AtomicBool::new(false);
 static FROM_PARENT: AtomicU32 = AtomicU32::new(0);
 static FROM_OTHERS: AtomicU32 = AtomicU32::new(0);
 
+/// Set in a data-parallel rank other than rank 0, which speaks for the run: see
+/// [`speaks_for_the_run`].
+static SILENT: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process's notes about a signal (what it will do, what a stop at once leaves)
+/// reach the user. A rank other than 0 keeps them to itself: it writes no checkpoints, so what
+/// it could say about them would be wrong ("nothing to resume" beside rank 0's checkpoint),
+/// and N ranks saying one thing is noise.
+pub fn speaks_for_the_run(speaks: bool) {
+    SILENT.store(!speaks, Ordering::SeqCst);
+}
+
 /// Tells the handler that this process's parent forwards the signals it receives (a launcher
 /// of data-parallel ranks does). A scheduler that signals every process of a job (SLURM's
 /// `--signal`, `scancel`) then reaches each rank twice with one request: directly and
@@ -131,12 +143,18 @@ extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
             libc::_exit(128 + signal);
         }
     }
+    let silent = SILENT.load(Ordering::SeqCst);
     if before == 0 {
         RECEIVED.fetch_or(signal as u32 & 0xff, Ordering::SeqCst);
-        let note = b"\nfe-host: stopping after this step (a checkpoint is saved); signal again to stop at once\n";
-        // SAFETY: write(2) is async-signal-safe; the buffer is static.
-        unsafe {
-            libc::write(2, note.as_ptr().cast(), note.len());
+        // A signal from the launcher is the launcher's to explain: the user's stop it passes on
+        // (it says so itself), or the end of a run another rank failed, where this promise
+        // would be broken at the next collective.
+        if !silent && !from_parent {
+            let note = b"\nfe-host: stopping after this step (a checkpoint is saved); signal again to stop at once\n";
+            // SAFETY: write(2) is async-signal-safe; the buffer is static.
+            unsafe {
+                libc::write(2, note.as_ptr().cast(), note.len());
+            }
         }
         return;
     }
@@ -151,7 +169,9 @@ extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
     };
     // SAFETY: write(2) and _exit(2) are async-signal-safe.
     unsafe {
-        libc::write(2, note.as_ptr().cast(), note.len());
+        if !silent {
+            libc::write(2, note.as_ptr().cast(), note.len());
+        }
         libc::_exit(128 + signal);
     }
 }

@@ -325,6 +325,7 @@ fn supervise(
                     if !stop_forwarded {
                         terminate(ranks, libc::SIGTERM);
                     }
+                    kill_stopped(ranks);
                     kill_at = Some(Instant::now() + GRACE);
                 }
             }
@@ -333,6 +334,11 @@ fn supervise(
         }
         for (pending, signal) in [(&PENDING_INT, libc::SIGINT), (&PENDING_TERM, libc::SIGTERM)] {
             for _ in 0..pending.swap(0, Ordering::SeqCst) {
+                // The ranks say nothing of a signal their launcher passes on: it is said here,
+                // once for the run.
+                if !stop_forwarded && failure.is_none() {
+                    eprintln!("\nfe-host: stopping every rank after this step (a checkpoint is saved); signal again to stop at once");
+                }
                 terminate(ranks, signal);
                 stop_forwarded = true;
             }
@@ -352,6 +358,26 @@ fn terminate(ranks: &[Rank], signal: libc::c_int) {
         // instant ago (the message not read yet); a pid is not reused that fast in practice.
         unsafe {
             libc::kill(rank.pid, signal);
+        }
+    }
+}
+
+/// Kills the ranks that are stopped (SIGSTOP, a debugger's breakpoint) once another failed: a
+/// stopped rank cannot act on the request to stop, so the grace would only delay the end.
+fn kill_stopped(ranks: &[Rank]) {
+    let stopped = |pid: libc::pid_t| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().to_owned())
+            })
+            .is_some_and(|rest| rest.starts_with('T') || rest.starts_with('t'))
+    };
+    for rank in ranks.iter().filter(|r| r.running && stopped(r.pid)) {
+        // SAFETY: as in `terminate`.
+        unsafe {
+            libc::kill(rank.pid, libc::SIGKILL);
         }
     }
 }

@@ -21,6 +21,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     }
     // Ranks other than 0 train in step with rank 0 and say nothing: rank 0 speaks for the run.
     let speaks = membership.as_ref().is_none_or(|m| m.rank == 0);
+    crate::stop::speaks_for_the_run(speaks);
     let quiet = args.quiet || !speaks;
     let smoke_dir = args
         .smoke
