@@ -36,9 +36,14 @@ static PENDING_TERM: AtomicU32 = AtomicU32::new(0);
 
 /// Starts `nproc` ranks running this command line without `--nproc`, waits for them and
 /// returns the outcome: `Ok` when every rank succeeded, else the first failure.
-pub fn launch(nproc: usize, quiet: bool) -> Result<()> {
+pub fn launch(nproc: usize, run: &super::RunArgs) -> Result<()> {
+    let quiet = run.quiet;
     let vars: Vec<(String, String)> = std::env::vars().collect();
     check(nproc, &vars)?;
+    // A mistake every rank would make is reported once, before any rank starts: a manifest or
+    // override that does not load, a batch the ranks cannot share.
+    let manifest = super::load_manifest(&run.manifest, &run.overrides, run.epochs)?;
+    crate::pipeline::check_batch_divides(&manifest, nproc)?;
     let args = without_nproc(std::env::args_os().skip(1).collect());
     let program = std::env::current_exe()
         .map_err(|e| Error::Internal(format!("cannot find fe-host's own executable: {e}")))?;
@@ -51,7 +56,8 @@ pub fn launch(nproc: usize, quiet: bool) -> Result<()> {
     let threads = threads_per_rank(nproc, &vars);
     if !quiet {
         println!(
-            "fe-host launch: {nproc} ranks on this machine, rendezvous at 127.0.0.1:{port}{};",
+            "fe-host launch: {nproc} rank{} on this machine, rendezvous at 127.0.0.1:{port}{};",
+            if nproc == 1 { "" } else { "s" },
             threads
                 .map(|t| format!(", {t} libtorch thread(s) each (OMP_NUM_THREADS)"))
                 .unwrap_or_default()

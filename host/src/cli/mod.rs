@@ -33,11 +33,11 @@ use crate::plugins::{default_search_path, render_list};
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Run(RunArgs {
-            nproc: Some(nproc),
-            quiet,
-            ..
-        }) => launch::launch(nproc, quiet),
+        Command::Run(
+            args @ RunArgs {
+                nproc: Some(nproc), ..
+            },
+        ) => launch::launch(nproc, &args),
         Command::Run(args) => run::run_manifest(args),
         Command::Transform(args) => transform(args),
         Command::Predict(args) => predict(args),

@@ -81,6 +81,32 @@ pub struct Pipeline {
     pub shard: Option<Shard>,
 }
 
+/// Refuses a `pipeline.batch_size` (any epoch's) that does not divide among `world` ranks, at
+/// its key: what a launcher checks once before it starts the ranks (a `Batch` op's size is
+/// checked by [`Pipeline::shard`], which needs the built ops).
+pub fn check_batch_divides(manifest: &Manifest, world: usize) -> Result<()> {
+    for (size, epochs) in manifest.pipeline.batch_size.variants() {
+        let size = *size as usize;
+        if size % world != 0 {
+            let first = (1..=manifest.run.epochs.max(1))
+                .find(|&e| epochs.at(e))
+                .unwrap_or(1);
+            return Err(manifest.error_at(
+                &crate::manifest::KeyPath::root("pipeline").key("batch_size"),
+                indivisible(size, world, &format!("epoch {first}")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn indivisible(size: usize, world: usize, what: &str) -> String {
+    format!(
+        "batch size {size} ({what}) does not divide among {world} ranks: each rank would read {:.2} samples a step; use a multiple of {world}",
+        size as f64 / world as f64
+    )
+}
+
 impl Pipeline {
     /// Builds datasets and ops from the manifest. Batches are not pinned until
     /// [`Pipeline::set_device`] names a CUDA device.
@@ -213,28 +239,11 @@ impl Pipeline {
     /// `batch_size / world` samples a step. Refuses a batch size that does not divide, at the
     /// manifest key that sets it.
     pub fn shard(&mut self, rank: usize, world: usize, manifest: &Manifest) -> Result<()> {
-        let indivisible = |size: usize, what: String| {
-            format!(
-                "batch size {size} ({what}) does not divide among {world} ranks: each rank would read {:.2} samples a step; use a multiple of {world}",
-                size as f64 / world as f64
-            )
-        };
-        for (size, epochs) in manifest.pipeline.batch_size.variants() {
-            let size = *size as usize;
-            if size % world != 0 {
-                let first = (1..=manifest.run.epochs.max(1))
-                    .find(|&e| epochs.at(e))
-                    .unwrap_or(1);
-                return Err(manifest.error_at(
-                    &crate::manifest::KeyPath::root("pipeline").key("batch_size"),
-                    indivisible(size, format!("epoch {first}")),
-                ));
-            }
-        }
+        check_batch_divides(manifest, world)?;
         for op in &self.ops {
             if let Some(size) = op.batch_spec().and_then(|spec| spec.batch_size) {
                 if size % world != 0 {
-                    return Err(manifest.error_at(&op.path, indivisible(size, op.label.clone())));
+                    return Err(manifest.error_at(&op.path, indivisible(size, world, &op.label)));
                 }
             }
         }
