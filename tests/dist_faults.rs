@@ -162,6 +162,11 @@ fn preempted_rank_stops_every_rank_after(tag: &str, trace: &str, kill: &str, ste
         assert_eq!(run.code, 75, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
     }
     assert_contains!(runs[0].stderr, "SIGTERM");
+    // Started as torchrun starts ranks: the command to continue starts them the same way.
+    assert_contains!(
+        runs[0].stderr,
+        "continue with: torchrun --standalone --nproc-per-node 2 --no-python fe-host run "
+    );
     let checkpoints: Vec<String> = crate::util::file_names(&dir.path().join("ckpts"))
         .into_iter()
         .filter(|name| name.starts_with("ckpt-"))

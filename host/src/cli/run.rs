@@ -145,7 +145,8 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     }) = &mut outcome
     {
         let root = crate::checkpoint::default_root(&manifest);
-        *resume = format!("fe-host run {} --resume", same_run(&args, true));
+        let launcher = membership.as_ref().map_or(String::new(), relaunch);
+        *resume = format!("{launcher}fe-host run {} --resume", same_run(&args, true));
         if checkpoint.parent() != Some(root.as_path()) {
             resume.push_str(&format!(" {}", checkpoint.display()));
         }
@@ -202,6 +203,26 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
 /// checkpoints, as shell words: a resume must repeat them (it compares the manifest and its
 /// overrides with the checkpoint's). `--epochs` only `with_epochs` (a "train longer" line
 /// gives its own).
+/// How the ranks of a stopped data-parallel run are started again, before `fe-host run`: by
+/// `--nproc` (which [`same_run`] keeps), else by torchrun as it started them — on one machine
+/// a command to copy, across machines the same torchrun command on every node.
+fn relaunch(membership: &crate::dist::Membership) -> String {
+    if std::env::var_os(super::launch::LAUNCHED_BY).is_some() {
+        String::new()
+    } else if membership.world == membership.local_world {
+        format!(
+            "torchrun --standalone --nproc-per-node {} --no-python ",
+            membership.world
+        )
+    } else {
+        format!(
+            "on each of the {} nodes, the torchrun command that started this run (--nproc-per-node {}) with: ",
+            membership.world / membership.local_world.max(1),
+            membership.local_world
+        )
+    }
+}
+
 fn same_run(args: &RunArgs, with_epochs: bool) -> String {
     let mut words = vec![same_model(args)];
     if let Ok(nproc) = std::env::var(super::launch::LAUNCHED_BY) {
