@@ -112,20 +112,29 @@ pub fn format_value(value: f64) -> String {
 
 /// Writes a plot comparing the runs logged at `paths` to `out` (`.svg` or `.png`).
 ///
-/// Each path is a `.jsonl` or `.csv` log, or a directory whose `.jsonl` and `.csv` files are each
-/// a run (a `.csv` with the same name as a `.jsonl` is the same run and is skipped). Runs are
-/// named after their files.
+/// Each path is a `.jsonl` or `.csv` log, a run's directory (its `log.jsonl` is the run), or a
+/// directory whose `.jsonl` and `.csv` files are each a run (a `.csv` with the same name as a
+/// `.jsonl` is the same run and is skipped). Runs are named after their files.
 pub fn compare_runs(paths: &[PathBuf], out: &Path) -> Result<()> {
     let runs = load_runs(paths)?;
     write_plot(&runs, out)
 }
 
+/// The run log in a run's `log_dir` (its version directory in a versioned run).
+const RUN_LOG: &str = "log.jsonl";
+
 /// Loads the runs logged at `paths` (see [`compare_runs`]), named after their files; names two
-/// runs share get their directory as a prefix.
+/// runs share get their directory as a prefix. A directory holding a run log ([`RUN_LOG`]) is
+/// that one run.
 pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<RunHistory>> {
     let mut files = Vec::new();
     for path in paths {
-        if path.is_dir() {
+        let run_log = path.join(RUN_LOG);
+        if run_log.is_file() {
+            // A run's directory: its run log is the run; the other logs in it are its loggers'
+            // outputs (predictions, per-sample rows), not runs of their own.
+            files.push(run_log);
+        } else if path.is_dir() {
             let found = log_files(path)?;
             if found.is_empty() {
                 return Err(Error::data(
@@ -362,9 +371,15 @@ mod tests {
         other.write_epoch(&row(20, 0.25)).unwrap();
         drop((jsonl, csv, other));
 
+        // A logger's output beside the run log (predictions, say) is not a run of its own.
+        let mut predictions = JsonlLogger::create(&a.join("preds.jsonl")).unwrap();
+        predictions.write_epoch(&row(10, 0.75)).unwrap();
+        drop(predictions);
+
         let runs = load_runs(&[a.clone(), b.join("log.csv")]).unwrap();
         let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["a", "b"], "a run's log_dir names it");
+        assert_eq!(runs[0].history, history(&[("eval", "ce", 10, 0.5)]));
         assert_eq!(runs[1].history, history(&[("eval", "ce", 20, 0.25)]));
 
         let out = dir.path().join("cmp.svg");
