@@ -79,8 +79,12 @@ fn a_smoke_run_leaves_every_file_of_a_finished_run_byte_identical() {
     let temp = TempDir::new("smoke-isolation");
     let dir = temp.path();
     std::fs::write(dir.join("m.toml"), writing_everything()).unwrap();
-    let finished = run_in(dir, &["run", "m.toml", "-q"]);
+    let finished = run_in(dir, &["run", "m.toml"]);
     assert_eq!(finished.code, 0, "{}", finished.stderr);
+    // The closing lines name every output, the loggers' too.
+    for log in ["out/logs/log.csv", "out/logs/log.jsonl", "out/tb"] {
+        assert_contains!(finished.stdout, &format!("fe-host saved: log {log};"));
+    }
     let before = hashes(dir);
     for expected in [
         "out/run/version_0/log.jsonl",

@@ -6,6 +6,7 @@
 //! fe-host saved: model runs/lenet/best/lenet_best_ce.safetensors;
 //! fe-host saved: checkpoint runs/lenet/checkpoints/ckpt-1875;
 //! fe-host saved: logs runs/lenet/log.jsonl; plot runs/lenet/metrics.svg;
+//! fe-host saved: log runs/lenet/tensorboard;
 //! fe-host parallel: 2 ranks; gradients waited for after backward: median 0.57 ms, p95 3.34 ms, 0.61 s in all (11% of training);
 //! fe-host next: train longer: fe-host run examples/lenet.toml --resume --epochs N;
 //! fe-host next: predict: fe-host predict examples/lenet.toml --checkpoint runs/lenet/checkpoints/ckpt-1875 --input FILE;
@@ -77,6 +78,9 @@ pub fn lines(
             shown(&dir.join(LOG_FILE)).display(),
             shown(&dir.join(PLOT_FILE)).display()
         ));
+    }
+    for log in estimator.traces.iter().flat_map(|t| t.written_logs()) {
+        lines.push(format!("fe-host saved: log {};", shown(&log).display()));
     }
     if let Some(line) = parallel_line(estimator) {
         lines.push(line);

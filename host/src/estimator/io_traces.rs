@@ -204,6 +204,15 @@ impl HostTrace for EpochLogger {
         true
     }
 
+    fn written_logs(&self) -> Vec<PathBuf> {
+        // The run log is in the closing lines already, beside its plot.
+        match (&self.target, &self.file) {
+            (_, None) => Vec::new(),
+            _ if self.every_step => Vec::new(),
+            (LogFile::Csv(path) | LogFile::Jsonl(path), Some(_)) => vec![path.clone()],
+        }
+    }
+
     fn inputs(&self) -> Vec<KeyId> {
         match &self.instances {
             Some((id, keys)) => std::iter::once(*id)
@@ -330,6 +339,14 @@ impl TensorBoard {
 impl HostTrace for TensorBoard {
     fn writes_files_only(&self) -> bool {
         true
+    }
+
+    fn written_logs(&self) -> Vec<PathBuf> {
+        if self.writers.is_empty() {
+            Vec::new()
+        } else {
+            vec![self.dir.clone()]
+        }
     }
 
     fn reads_everything(&self) -> bool {

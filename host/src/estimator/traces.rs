@@ -115,6 +115,11 @@ pub trait HostTrace {
     fn saved_models(&self) -> Vec<std::path::PathBuf> {
         Vec::new()
     }
+    /// The other files or directories it wrote (a logger's file, TensorBoard's directory), for
+    /// the run's closing lines.
+    fn written_logs(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
     /// What a checkpoint must keep for the run to continue exactly (`Null`: nothing).
     fn state(&self) -> serde_json::Value {
         serde_json::Value::Null
@@ -287,6 +292,14 @@ impl TraceSlot {
                 };
                 trace.load_state(json)
             }
+        }
+    }
+
+    /// The logs a host trace wrote (see [`HostTrace::written_logs`]).
+    pub fn written_logs(&self) -> Vec<std::path::PathBuf> {
+        match &self.kind {
+            TraceKind::Host(trace) if !self.idle => trace.written_logs(),
+            _ => Vec::new(),
         }
     }
 
