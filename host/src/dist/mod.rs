@@ -16,6 +16,26 @@ use std::time::{Duration, Instant};
 use tch::Tensor;
 use torch_sys::C_tensor;
 
+/// What follows the collective in the message of one that failed (see [`is_collective_failure`]).
+const COLLECTIVE_FAILED: &str = ": ";
+
+/// Whether `message` is a failed collective's (`rank 1 of 2: all-gather failed: rank 0 ...
+/// lost`): the run ends because a rank is gone, whatever the caller was doing, so callers
+/// pass it on as it is instead of blaming their own work ("cannot save the state of
+/// Accuracy") for it.
+pub fn is_collective_failure(message: &str) -> bool {
+    let parts = message
+        .strip_prefix("rank ")
+        .and_then(|rest| rest.split_once(" of "))
+        .and_then(|(rank, rest)| Some((rank, rest.split_once(": ")?)))
+        .and_then(|(rank, (world, rest))| Some((rank, world, rest.split_once(COLLECTIVE_FAILED)?)));
+    parts.is_some_and(|(rank, world, (collective, _))| {
+        rank.parse::<usize>().is_ok()
+            && world.parse::<usize>().is_ok()
+            && collective.ends_with(" failed")
+    })
+}
+
 pub use env::{membership, GlooDevice, Membership};
 pub use overlap::Overlap;
 pub use sync::SharedGroup;
@@ -240,7 +260,7 @@ impl ProcessGroup {
                 Err(_) => String::new(),
             };
             format!(
-                "rank {} of {}: {what} failed: {lost}{message}",
+                "rank {} of {}: {what} failed{COLLECTIVE_FAILED}{lost}{message}",
                 self.rank, self.world
             )
         }

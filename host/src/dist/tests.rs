@@ -384,3 +384,21 @@ fn an_absent_store_is_reported_within_the_wait() {
     let port = listener.local_addr().unwrap().port();
     assert!(super::wait_for_store("127.0.0.1", port, std::time::Duration::from_secs(5)).is_ok());
 }
+
+#[test]
+fn failed_collectives_are_told_from_other_errors_by_their_message() {
+    assert!(super::is_collective_failure(
+        "rank 1 of 2: all-gather failed: rank 0, which hosts the rendezvous store, is likely lost"
+    ));
+    assert!(super::is_collective_failure(
+        "rank 0 of 4: all-reduce failed: ranks 2 and 3 lost (no answer within 5.0 s of the failure); x"
+    ));
+    for other in [
+        "Accuracy: rank 1 of 2 is not a number",
+        "rank 1 of 2: nothing failed here",
+        "rank one of 2: all-gather failed: x",
+        "cannot save the state of Accuracy (traces[0]): rank 1 of 2: all-gather failed: x",
+    ] {
+        assert!(!super::is_collective_failure(other), "{other}");
+    }
+}

@@ -184,9 +184,12 @@ impl Estimator {
         }
         let mut components = Vec::new();
         for (component, id, name) in self.stateful() {
-            let state = self
-                .state_of(component)
-                .map_err(|e| Error::Run(format!("cannot save the state of {name}: {e}")))?;
+            let state = self.state_of(component).map_err(|e| {
+                match crate::dist::is_collective_failure(&e) {
+                    true => Error::Run(e),
+                    false => Error::Run(format!("cannot save the state of {name}: {e}")),
+                }
+            })?;
             let (json, tensors) = state.into_parts();
             let (has_json, has_tensors) = (!json.is_empty(), !tensors.is_empty());
             if has_json {
