@@ -636,3 +636,39 @@ fn ranks_started_with_different_overrides_are_refused_together() {
         assert!(!run.stdout.contains("fe-host train:"), "{}", run.stdout);
     }
 }
+
+#[test]
+fn ranks_started_with_different_world_sizes_say_so_instead_of_a_lost_rank() {
+    let dir = TempDir::new("dp-world-sizes");
+    let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
+    let port = free_port().to_string();
+    let children = [("0", "2"), ("1", "4")].map(|(rank, world)| {
+        fe_host()
+            .current_dir(dir.path())
+            .args(["run", &*path.to_string_lossy()])
+            .env("RANK", rank)
+            .env("WORLD_SIZE", world)
+            .env("LOCAL_RANK", rank)
+            .env("LOCAL_WORLD_SIZE", world)
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    });
+    let runs = wait_all(children.into());
+    for (rank, run) in runs.iter().enumerate() {
+        assert_ne!(run.code, 0, "rank {rank}: {}", run.stderr);
+        assert!(!run.stderr.contains("lost"), "rank {rank}: {}", run.stderr);
+        assert_eq!(run.stderr.trim_end().lines().count(), 1, "{}", run.stderr);
+    }
+    assert_contains!(
+        runs[0].stderr,
+        "rank 1 was started with WORLD_SIZE=4, rank 0 with WORLD_SIZE=2"
+    );
+    assert_contains!(
+        runs[1].stderr,
+        "rank 0 was started with WORLD_SIZE=2, this rank (1) with WORLD_SIZE=4"
+    );
+}

@@ -72,6 +72,47 @@ void quiet_logs() {
     }
 }
 
+// Every rank posts the world size it was started with, and compares it with rank 0's (rank 0
+// with every other rank's): ranks started with different WORLD_SIZE values would otherwise
+// wait for ranks that never come, and report the ones that did as lost. A rank that does not
+// come makes the wait time out naming its key, which the host reads as "rank N did not join".
+void check_world_sizes(c10d::Store &store, int rank, int world,
+                       std::chrono::milliseconds timeout) {
+    auto key = [](int r) { return "fe/world_size/" + std::to_string(r); };
+    auto text = std::to_string(world);
+    store.set(key(rank), std::vector<uint8_t>(text.begin(), text.end()));
+    auto posted = [&](int r) {
+        auto bytes = store.get(key(r));
+        return std::string(bytes.begin(), bytes.end());
+    };
+    if (rank != 0) {
+        store.wait({key(0)}, timeout);
+        auto zero = posted(0);
+        if (zero != text) {
+            throw std::runtime_error("rank 0 was started with WORLD_SIZE=" + zero + ", this rank (" +
+                                     std::to_string(rank) + ") with WORLD_SIZE=" + text +
+                                     ": start every rank with the same WORLD_SIZE");
+        }
+        return;
+    }
+    std::vector<std::string> others;
+    for (int r = 1; r < world; ++r) {
+        others.push_back(key(r));
+    }
+    if (others.empty()) {
+        return;
+    }
+    store.wait(others, timeout);
+    for (int r = 1; r < world; ++r) {
+        auto theirs = posted(r);
+        if (theirs != text) {
+            throw std::runtime_error("rank " + std::to_string(r) + " was started with WORLD_SIZE=" +
+                                     theirs + ", rank 0 with WORLD_SIZE=" + text +
+                                     ": start every rank with the same WORLD_SIZE");
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -96,6 +137,7 @@ char *fe_dist_join(const char *host, int port, int rank, int world, bool is_serv
         options.timeout = timeout;
         auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), options);
         auto store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), tcp);
+        check_world_sizes(*store, rank, world, timeout);
         auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
         if (device_mode == 0) {
             gloo_options->devices.push_back(
