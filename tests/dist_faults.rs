@@ -83,9 +83,10 @@ fn with_a_hung_rank(tag: &str, timeout: u32, hung: usize) -> Run {
 fn a_hung_rank_is_named_within_the_timeout() {
     let rank0 = with_a_hung_rank("dp-hung", 20, 1);
     assert_eq!(rank0.code, 1, "{}\n{}", rank0.stdout, rank0.stderr);
+    // It waited the whole timeout, and says which setting that was.
     assert_contains!(
         rank0.stderr,
-        "rank 0 of 2: all-reduce failed: rank 1 is lost"
+        "rank 0 of 2: all-reduce failed: rank 1 is lost (no answer within run.process_group_timeout, 20 s)"
     );
 }
 

@@ -162,6 +162,8 @@ pub struct ProcessGroup {
     world: usize,
     /// How long a roll call after a failed collective waits (see [`census_wait`]).
     census_wait: Duration,
+    /// `run.process_group_timeout`: what a collective that timed out waited, roll call included.
+    timeout: Duration,
     /// Ends the process should a wait outlast the timeout anyway.
     watchdog: watchdog::Watchdog,
 }
@@ -229,6 +231,7 @@ impl ProcessGroup {
             rank: membership.rank,
             world: membership.world,
             census_wait,
+            timeout,
             watchdog,
         })
     }
@@ -248,6 +251,13 @@ impl ProcessGroup {
         move |message| {
             let lost = match self.census() {
                 Ok(lost) if lost.is_empty() => String::new(),
+                // A peer that stopped answering (hung, stopped) shows as a collective that timed
+                // out: the wait was the whole process_group_timeout, which is what to say.
+                Ok(lost) if message.to_lowercase().contains("timed out") => format!(
+                    "{} lost (no answer within run.process_group_timeout, {:.0} s); ",
+                    describe_ranks(&lost),
+                    self.timeout.as_secs_f64()
+                ),
                 Ok(lost) => format!(
                     "{} lost (no answer within {:.1} s of the failure); ",
                     describe_ranks(&lost),
