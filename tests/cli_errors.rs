@@ -248,6 +248,22 @@ fn a_trace_input_nothing_provides_points_at_its_line() {
     );
 }
 
+#[test]
+fn a_watched_metric_nothing_logs_points_at_the_key_that_names_it() {
+    let dir = TempDir::new("missing-watched-key");
+    let saver = "\n[[traces]]\ntrace = \"BestModelSaver\"\nmodel = \"lenet\"\nsave_dir = \"best\"\nmetric = \"accurcy\"\n";
+    let text = lenet_manifest(1, saver);
+    let path = manifest(&dir, &text);
+    let out = run_failing(&["run", &path], 2);
+    let line = line_of(&text, "metric = \"accurcy\"");
+    assert_contains!(
+        out.stderr,
+        format!(
+            "error: {path}:{line}:1: traces[1].metric: BestModelSaver (traces[1]) needs `accurcy`"
+        )
+    );
+}
+
 /// A checkpoint monitor nothing logs in evaluation would rank no checkpoint: `keep_best` would
 /// keep none by it and the run end without its best value, with exit 0.
 #[test]

@@ -74,6 +74,10 @@ impl EarlyStopping {
 }
 
 impl HostTrace for EarlyStopping {
+    fn inputs_key(&self) -> &'static str {
+        "monitor"
+    }
+
     fn input_names(&self) -> Vec<String> {
         vec![self.monitor.clone()]
     }

@@ -189,10 +189,12 @@ impl Estimator {
                     missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
                 );
                 let declared = self.traces.iter().find(|t| t.label == label);
-                Err(match declared.and_then(|t| t.path.as_ref()) {
-                    Some(path) => manifest.error_at(&path.key("inputs"), message),
-                    None => Error::Manifest(format!("{}: {message}", manifest.file.display())),
-                })
+                Err(
+                    match declared.and_then(|t| Some((t.path.as_ref()?, t.inputs_key()))) {
+                        Some((path, key)) => manifest.error_at(&path.key(key), message),
+                        None => Error::Manifest(format!("{}: {message}", manifest.file.display())),
+                    },
+                )
             }
             Err(cycle) => Err(Error::Manifest(format!(
                 "{}: {cycle} in {where_}",

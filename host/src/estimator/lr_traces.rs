@@ -211,6 +211,10 @@ impl ReduceLrOnPlateau {
 }
 
 impl HostTrace for ReduceLrOnPlateau {
+    fn inputs_key(&self) -> &'static str {
+        "metric"
+    }
+
     fn input_names(&self) -> Vec<String> {
         vec![self.metric.clone()]
     }

@@ -138,6 +138,10 @@ impl BestModelSaver {
 }
 
 impl HostTrace for BestModelSaver {
+    fn inputs_key(&self) -> &'static str {
+        "metric"
+    }
+
     fn input_names(&self) -> Vec<String> {
         vec![self.metric.clone()]
     }

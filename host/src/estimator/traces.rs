@@ -45,6 +45,11 @@ pub trait HostTrace {
     fn input_names(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The manifest key that names what it reads, where a missing input is reported:
+    /// `inputs`, or a watcher's `monitor` / `metric`.
+    fn inputs_key(&self) -> &'static str {
+        "inputs"
+    }
     /// Names of the keys it writes.
     fn output_names(&self) -> Vec<String> {
         Vec::new()
@@ -300,6 +305,14 @@ impl TraceSlot {
         match &self.kind {
             TraceKind::Host(trace) if !self.idle => trace.written_logs(),
             _ => Vec::new(),
+        }
+    }
+
+    /// The manifest key naming what it reads (see [`HostTrace::inputs_key`]).
+    pub fn inputs_key(&self) -> &'static str {
+        match &self.kind {
+            TraceKind::Host(trace) => trace.inputs_key(),
+            TraceKind::Plugin(_) => "inputs",
         }
     }
 
