@@ -264,6 +264,41 @@ fn a_watched_metric_nothing_logs_points_at_the_key_that_names_it() {
     );
 }
 
+#[test]
+fn a_trace_output_something_stands_in_the_way_of_is_refused_at_its_key_before_training() {
+    let dir = TempDir::new("trace-output-blocked");
+    std::fs::write(dir.path().join("taken"), "a file").unwrap();
+    std::fs::create_dir_all(dir.path().join("logs.csv")).unwrap();
+    for (trace, key, expected) in [
+        (
+            "trace = \"BestModelSaver\"\nmodel = \"lenet\"\nsave_dir = \"taken\"",
+            "save_dir",
+            "taken is a file, not a directory",
+        ),
+        (
+            "trace = \"CSVLogger\"\nfilename = \"taken/log.csv\"",
+            "filename",
+            "taken is a file, not a directory",
+        ),
+        (
+            "trace = \"CSVLogger\"\nfilename = \"logs.csv\"",
+            "filename",
+            "logs.csv is a directory; name a file",
+        ),
+    ] {
+        let text = lenet_manifest(1, &format!("\n[[traces]]\n{trace}\n"));
+        let path = manifest(&dir, &text);
+        let out = run_failing(&["run", &path], 2);
+        let line = line_of(&text, &format!("{key} = "));
+        assert_contains!(
+            out.stderr,
+            format!("error: {path}:{line}:1: traces[1].{key}: ")
+        );
+        assert_contains!(out.stderr, expected);
+        assert!(!out.stdout.contains("fe-host train:"), "{}", out.stdout);
+    }
+}
+
 /// A checkpoint monitor nothing logs in evaluation would rank no checkpoint: `keep_best` would
 /// keep none by it and the run end without its best value, with exit 0.
 #[test]

@@ -1,6 +1,8 @@
 //! The traces fe-host implements itself — they need the run's models, optimizers or files —
 //! and how each is built from its manifest table.
 
+use std::path::PathBuf;
+
 use fe_plugin_api::ComponentKind;
 
 use super::adapt::{
@@ -167,7 +169,7 @@ pub fn build(
             let config: BestModelSaverConfig = cx.config()?;
             let model = cx.model(&config.model)?;
             let metric = cx.metric(config.metric.clone(), model)?;
-            let dir = manifest.output_path(&config.save_dir);
+            let dir = cx.output("save_dir", &config.save_dir, true)?;
             let name = network.models[model].name.as_str();
             Box::new(BestModelSaver::new((model, name), metric, &dir, &config))
         }
@@ -177,7 +179,7 @@ pub fn build(
             if config.frequency == 0 {
                 return Err(cx.error(&spec.path.key("frequency"), "must be at least 1"));
             }
-            let dir = manifest.output_path(&config.save_dir);
+            let dir = cx.output("save_dir", &config.save_dir, true)?;
             Box::new(ModelSaver::new(
                 spec.label(),
                 (model, network.models[model].name.clone()),
@@ -187,7 +189,7 @@ pub fn build(
         }
         "CSVLogger" | "JSONLLogger" => {
             let config: LoggerConfig = cx.config()?;
-            let path = manifest.output_path(&config.filename);
+            let path = cx.output("filename", &config.filename, false)?;
             let csv = builtin.name == "CSVLogger";
             if csv && (config.instance_id_key.is_some() || !config.instance_keys.is_empty()) {
                 return Err(cx.error(
@@ -225,7 +227,11 @@ pub fn build(
         }
         "TensorBoard" => {
             let config: TensorBoardConfig = cx.config()?;
-            Box::new(TensorBoard::new(manifest.output_path(&config.log_dir)))
+            Box::new(TensorBoard::new(cx.output(
+                "log_dir",
+                &config.log_dir,
+                true,
+            )?))
         }
         other => {
             return Err(Error::Internal(format!(
@@ -263,6 +269,29 @@ impl BuildCx<'_> {
                 format!("{} ({})", e.message(), self.spec.name),
             )
         })
+    }
+
+    /// Where the output `configured` (the value of `key`) is written, refused at its key when
+    /// what is there stands in the way: a file where a directory goes (the output itself for a
+    /// directory, a parent for both), a directory where a file goes. Found now, the run does
+    /// not train first and fail writing it.
+    fn output(&self, key: &str, configured: &std::path::Path, is_dir: bool) -> Result<PathBuf> {
+        let resolved = self.manifest.output_path(configured);
+        let at = self.spec.path.key(key);
+        if !is_dir && resolved.is_dir() {
+            return Err(self.error(
+                &at,
+                format!("{} is a directory; name a file", resolved.display()),
+            ));
+        }
+        let skip = usize::from(!is_dir);
+        if let Some(file) = resolved.ancestors().skip(skip).find(|a| a.is_file()) {
+            return Err(self.error(
+                &at,
+                format!("{} is a file, not a directory", file.display()),
+            ));
+        }
+        Ok(resolved)
     }
 
     fn model(&self, name: &str) -> Result<usize> {
