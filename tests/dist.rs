@@ -1,6 +1,6 @@
 //! Data-parallel training through the real binary: ranks started directly with torchrun's
 //! variables, by `.venv`'s torchrun (one node and two "nodes" on loopback), resuming on another
-//! world size, and what is refused. Lost, hung and preempted ranks: `dist_faults.rs`.
+//! world size. What is refused: `dist_refusals.rs`; lost, hung and preempted ranks: `dist_faults.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -10,7 +10,7 @@ use crate::util::{fe_host, root, wait_all_within, OutputWithin, Run, TempDir};
 
 /// 640 training samples (20 global batches of 32) and 333 evaluation samples (odd: the ranks'
 /// shares differ), generated once per test run.
-fn data() -> &'static PathBuf {
+pub(crate) fn data() -> &'static PathBuf {
     static DATA: OnceLock<PathBuf> = OnceLock::new();
     DATA.get_or_init(|| {
         let dir = root().join("target/test-data/digits-640-333");
@@ -108,7 +108,7 @@ pub(crate) fn spawn_ranks(
 }
 
 /// [`spawn_ranks`] with each rank's own arguments.
-fn spawn_ranks_each(
+pub(crate) fn spawn_ranks_each(
     dir: &TempDir,
     world: usize,
     args: impl Fn(usize) -> Vec<String>,
@@ -141,7 +141,7 @@ pub(crate) fn wait_all(children: Vec<Child>) -> Vec<Run> {
     wait_all_within(children)
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .unwrap()
         .local_addr()
@@ -470,37 +470,6 @@ fn two_torchrun_nodes_on_loopback_train_together() {
     assert!(!dir.path().join("weights-node1").exists());
 }
 
-/// The same manifest reading other files on each rank (a data directory that is not really
-/// shared): refused on every rank before training, naming the datasets and their counts.
-#[test]
-fn ranks_reading_different_data_are_refused_naming_the_counts() {
-    let dir = TempDir::new("dp-other-data");
-    let text = manifest(SGD, 16, 1, "").replace(&data().display().to_string(), "data");
-    for (name, train) in [("a", "64"), ("b", "48")] {
-        let data = dir.path().join(name).join("data");
-        let out: Run = fe_host()
-            .args(["datagen", "digits", "--out", &data.to_string_lossy()])
-            .args(["--train", train, "--eval", "32", "--test", "0"])
-            .output_within();
-        assert_eq!(out.code, 0, "{}", out.stderr);
-        std::fs::write(dir.path().join(name).join("m.toml"), &text).unwrap();
-    }
-    let runs = wait_all(spawn_ranks_each(
-        &dir,
-        2,
-        |rank| vec!["run".to_owned(), format!("{}/m.toml", ["a", "b"][rank])],
-        &[],
-    ));
-    for run in &runs {
-        assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
-        assert_contains!(
-            run.stderr,
-            "rank 1 reads other data than rank 0 through the same manifest"
-        );
-        assert_contains!(run.stderr, "train: 64 samples on rank 0, 48 on rank 1");
-    }
-}
-
 #[test]
 fn render_shows_the_world_size_and_each_ranks_batch() {
     let dir = TempDir::new("dp-render");
@@ -555,120 +524,4 @@ fn a_two_rank_checkpoint_resumes_in_one_process() {
     let summary = summary(dir.path());
     assert_eq!(last_step(&summary), 40);
     assert!(last(&summary, "eval", "accuracy") > 0.3, "{summary}");
-}
-
-#[test]
-fn a_batch_that_does_not_divide_among_the_ranks_is_refused_at_its_key() {
-    let dir = TempDir::new("dp-indivisible");
-    let path = dir.write("m.toml", &manifest(SGD, 33, 1, ""));
-    let path = path.to_string_lossy();
-    let runs = wait_all(spawn_ranks(&dir, 2, &["run", &path], &[]));
-    for run in &runs {
-        assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
-        assert_contains!(run.stderr, "pipeline.batch_size");
-        assert_contains!(
-            run.stderr,
-            "batch size 33 (epoch 1) does not divide among 2 ranks: each rank would read 16.50 samples a step; use a multiple of 2"
-        );
-    }
-}
-
-#[test]
-fn smoke_is_refused_as_one_rank_of_several() {
-    let dir = TempDir::new("dp-smoke");
-    let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
-    let out: Run = fe_host()
-        .env("RANK", "0")
-        .env("WORLD_SIZE", "2")
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", "29999")
-        .args(["run", &path.to_string_lossy(), "--smoke"])
-        .output_within();
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert_contains!(
-        out.stderr,
-        "--smoke checks a manifest in one process, but this is rank 0 of 2"
-    );
-}
-
-#[test]
-fn a_malformed_rank_variable_is_named() {
-    let dir = TempDir::new("dist-malformed");
-    let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
-    let out: Run = fe_host()
-        .env("RANK", "first")
-        .env("WORLD_SIZE", "2")
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", "29999")
-        .args(["run", &path.to_string_lossy()])
-        .output_within();
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert_eq!(
-        out.stderr.trim(),
-        "error: environment variable RANK=\"first\" is not a non-negative integer"
-    );
-}
-
-#[test]
-fn ranks_started_with_different_overrides_are_refused_together() {
-    let dir = TempDir::new("dp-different-ranks");
-    let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
-    let path = path.to_string_lossy().into_owned();
-    let runs = wait_all(spawn_ranks_each(
-        &dir,
-        2,
-        |rank| {
-            let mut args = vec!["run".to_owned(), path.clone()];
-            if rank == 1 {
-                args.extend(["--set".into(), "models.lenet.optimizer.lr=0.01".into()]);
-            }
-            args
-        },
-        &[],
-    ));
-    for (rank, run) in runs.iter().enumerate() {
-        assert_eq!(run.code, 2, "rank {rank}: {}", run.stderr);
-        assert_contains!(
-            run.stderr,
-            "rank 1 was started with another manifest than rank 0"
-        );
-        assert_contains!(run.stderr, "lr");
-        assert!(!run.stdout.contains("fe-host train:"), "{}", run.stdout);
-    }
-}
-
-#[test]
-fn ranks_started_with_different_world_sizes_say_so_instead_of_a_lost_rank() {
-    let dir = TempDir::new("dp-world-sizes");
-    let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
-    let port = free_port().to_string();
-    let children = [("0", "2"), ("1", "4")].map(|(rank, world)| {
-        fe_host()
-            .current_dir(dir.path())
-            .args(["run", &*path.to_string_lossy()])
-            .env("RANK", rank)
-            .env("WORLD_SIZE", world)
-            .env("LOCAL_RANK", rank)
-            .env("LOCAL_WORLD_SIZE", world)
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", &port)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    });
-    let runs = wait_all(children.into());
-    for (rank, run) in runs.iter().enumerate() {
-        assert_ne!(run.code, 0, "rank {rank}: {}", run.stderr);
-        assert!(!run.stderr.contains("lost"), "rank {rank}: {}", run.stderr);
-        assert_eq!(run.stderr.trim_end().lines().count(), 1, "{}", run.stderr);
-    }
-    assert_contains!(
-        runs[0].stderr,
-        "rank 1 was started with WORLD_SIZE=4, rank 0 with WORLD_SIZE=2"
-    );
-    assert_contains!(
-        runs[1].stderr,
-        "rank 0 was started with WORLD_SIZE=2, this rank (1) with WORLD_SIZE=4"
-    );
 }

@@ -15,6 +15,7 @@ mod console;
 mod devices;
 mod dist;
 mod dist_faults;
+mod dist_refusals;
 #[cfg(feature = "cuda-tests")]
 mod gpu;
 mod install;

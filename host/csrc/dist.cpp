@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -95,15 +96,13 @@ void check_world_sizes(c10d::Store &store, int rank, int world,
         }
         return;
     }
-    std::vector<std::string> others;
+    // One rank at a time: a wait that times out names the one rank still missing, and every
+    // rank that came is compared (rank 0 started with the larger size too).
+    auto deadline = std::chrono::steady_clock::now() + timeout;
     for (int r = 1; r < world; ++r) {
-        others.push_back(key(r));
-    }
-    if (others.empty()) {
-        return;
-    }
-    store.wait(others, timeout);
-    for (int r = 1; r < world; ++r) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        store.wait({key(r)}, std::max(left, std::chrono::milliseconds(1)));
         auto theirs = posted(r);
         if (theirs != text) {
             throw std::runtime_error("rank " + std::to_string(r) + " was started with WORLD_SIZE=" +
