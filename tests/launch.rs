@@ -573,10 +573,7 @@ fn preempt_launched_ranks(name: &str, also_ranks: bool) {
     assert!(!out.stderr.contains("error:"), "{}", out.stderr);
     // The launcher says once what the stop will do; rank 1, which writes no checkpoint, says
     // nothing about one.
-    let promises = out
-        .stderr
-        .matches("stopping every rank after this step")
-        .count();
+    let promises = out.stderr.matches("fe-host: stopping every rank (").count();
     assert_eq!(promises, 1, "{}", out.stderr);
     assert!(!out.stderr.contains("[rank 1] fe-host:"), "{}", out.stderr);
     if !also_ranks {

@@ -407,3 +407,47 @@ fn a_checkpoint_table_without_dir_checkpoints_into_the_runs_version() {
     );
     assert!(!dir.path().join("elsewhere/version_1").exists());
 }
+
+/// A run claims its version when it starts setting up; Ctrl-C then ends it at once (past any
+/// destructor), and the handler removes the still-empty version and the root it made.
+#[test]
+fn a_run_stopped_during_set_up_leaves_no_version_behind() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = TempDir::new("runs-setup-stop");
+    // The training images are a named pipe: reading them blocks the set-up, after the claim.
+    let fifo = dir.path().join("x.fifo");
+    let name = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo(3) with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    let [x, ..] = crate::util::digits();
+    let text = versioned().replace(&*x.to_string_lossy(), "x.fifo");
+    dir.write("m.toml", &text);
+    let mut child = fe_host()
+        .current_dir(dir.path())
+        .args(["run", "m.toml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let done = crate::util::watchdog(child.id(), 120);
+    let version = dir.path().join("runs/lenet/version_0");
+    while !version.is_dir() {
+        // A run that ended instead (or was killed by the watchdog) fails here, not hangs.
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its version appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let _ = done.send(());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(
+        !dir.path().join("runs").exists(),
+        "{:?}",
+        file_names(dir.path())
+    );
+}

@@ -121,6 +121,42 @@ pub fn parent_forwards_signals() {
     PARENT_FORWARDS.store(true, Ordering::SeqCst);
 }
 
+/// Empty directories a signal before training removes as it ends the process (a version the
+/// run claimed, and the parents it made for it), innermost first: a leaked, NUL-terminated
+/// list, read by the handler without allocating.
+static SETUP_DIRS: std::sync::atomic::AtomicPtr<Vec<std::ffi::CString>> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes a signal that stops the run during set-up remove `dirs` (when empty), or nothing with
+/// `dirs` empty. The previous list is leaked, not freed: a handler may be reading it.
+pub fn remove_on_setup_stop(dirs: &[std::path::PathBuf]) {
+    use std::os::unix::ffi::OsStrExt;
+    let list: Vec<std::ffi::CString> = dirs
+        .iter()
+        .filter_map(|d| std::ffi::CString::new(d.as_os_str().as_bytes()).ok())
+        .collect();
+    let new = if list.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        Box::into_raw(Box::new(list))
+    };
+    SETUP_DIRS.store(new, Ordering::SeqCst);
+}
+
+fn remove_setup_dirs() {
+    let dirs = SETUP_DIRS.load(Ordering::SeqCst);
+    if dirs.is_null() {
+        return;
+    }
+    // SAFETY: set by `remove_on_setup_stop` from a leaked Box, never freed; rmdir(2) is
+    // async-signal-safe and removes a directory only when it is empty.
+    unsafe {
+        for dir in (*dirs).iter() {
+            libc::rmdir(dir.as_ptr());
+        }
+    }
+}
+
 extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     let forwarding = PARENT_FORWARDS.load(Ordering::SeqCst);
     // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler; getppid(2) is
@@ -134,16 +170,19 @@ extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
     };
     let before_on_path = path.fetch_add(1, Ordering::SeqCst);
     let before = RECEIVED.fetch_add(1 << 8, Ordering::SeqCst);
+    let silent = SILENT.load(Ordering::SeqCst);
     if !TRAINING.load(Ordering::SeqCst) {
+        remove_setup_dirs();
         // No leading newline: nothing (no progress bar) is mid-line before training.
         let note = b"fe-host: stopped at once, before training started\n";
         // SAFETY: write(2) and _exit(2) are async-signal-safe.
         unsafe {
-            libc::write(2, note.as_ptr().cast(), note.len());
+            if !silent && !from_parent {
+                libc::write(2, note.as_ptr().cast(), note.len());
+            }
             libc::_exit(128 + signal);
         }
     }
-    let silent = SILENT.load(Ordering::SeqCst);
     if before == 0 {
         RECEIVED.fetch_or(signal as u32 & 0xff, Ordering::SeqCst);
         // A signal from the launcher is the launcher's to explain: the user's stop it passes on

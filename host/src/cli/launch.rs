@@ -343,7 +343,7 @@ fn supervise(
                 // The ranks say nothing of a signal their launcher passes on: it is said here,
                 // once for the run.
                 if !stop_forwarded && failure.is_none() {
-                    eprintln!("\nfe-host: stopping every rank after this step (a checkpoint is saved); signal again to stop at once");
+                    eprintln!("\nfe-host: stopping every rank (training ranks after their step, saving a checkpoint; ranks still setting up at once); signal again to stop at once");
                 }
                 terminate(ranks, signal);
                 stop_forwarded = true;

@@ -51,7 +51,9 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         Some(_) => None,
         None => {
             let request = checkpoint::resume_request(args.resume.as_deref(), &manifest, false);
-            versions::choose(&mut manifest, named_root, request, speaks)?
+            // Only a run of one process claims its version at once: the ranks of a
+            // data-parallel run must resolve the same one, which rank 0 makes when it starts.
+            versions::choose(&mut manifest, named_root, request, membership.is_none())?
         }
     };
     // Every rank resolves the version (a resume reads its checkpoints from it); rank 0 alone

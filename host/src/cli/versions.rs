@@ -29,6 +29,7 @@ impl Drop for Chosen {
     /// A run refused between choosing its version and starting leaves nothing behind.
     fn drop(&mut self) {
         if self.claimed.get() {
+            crate::stop::remove_on_setup_stop(&[]);
             let _ = std::fs::remove_dir(self.dir.path());
             self.remove_new_dirs();
         }
@@ -55,6 +56,7 @@ impl Chosen {
         };
         self.dir.create(&record, claim)?;
         self.claimed.set(false);
+        crate::stop::remove_on_setup_stop(&[]);
         if !quiet {
             println!(
                 "fe-host run: writing into {} ({} links to it);",
@@ -142,14 +144,20 @@ pub fn choose(
         (None, Some(request)) => resumed_version(manifest, (&from, &root), request)?,
     };
     let previous = run_dir::latest(&root)?;
-    let new_dirs = root
+    let new_dirs: Vec<PathBuf> = root
         .ancestors()
         .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
         .map(Path::to_path_buf)
         .collect();
     let claimed = claims && requested.is_none();
     let dir = if claimed {
-        RunDir::claim_next(&root)?
+        let dir = RunDir::claim_next(&root)?;
+        // A signal during set-up ends the process at once, past `Drop`: its handler removes
+        // what the claim made (when still empty).
+        let mut made = vec![dir.path()];
+        made.extend(new_dirs.iter().cloned());
+        crate::stop::remove_on_setup_stop(&made);
+        dir
     } else {
         RunDir::choose(&root, requested)?
     };
