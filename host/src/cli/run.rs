@@ -201,10 +201,6 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     outcome
 }
 
-/// The manifest and the flags that decide what `args`' run computes and where it keeps its
-/// checkpoints, as shell words: a resume must repeat them (it compares the manifest and its
-/// overrides with the checkpoint's). `--epochs` only `with_epochs` (a "train longer" line
-/// gives its own).
 /// How the ranks of a stopped data-parallel run are started again, before `fe-host run`: by
 /// `--nproc` (which [`same_run`] keeps), else by torchrun as it started them — on one machine
 /// a command to copy, across machines the same torchrun command on every node.
@@ -225,6 +221,10 @@ fn relaunch(membership: &crate::dist::Membership) -> String {
     }
 }
 
+/// The manifest and the flags that decide what `args`' run computes and where it keeps its
+/// checkpoints, as shell words: a resume must repeat them (it compares the manifest and its
+/// overrides with the checkpoint's). `--epochs` only `with_epochs` (a "train longer" line
+/// gives its own).
 fn same_run(args: &RunArgs, with_epochs: bool) -> String {
     let mut words = vec![same_model(args)];
     if let Ok(nproc) = std::env::var(super::launch::LAUNCHED_BY) {

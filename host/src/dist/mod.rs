@@ -253,11 +253,16 @@ impl ProcessGroup {
                 Ok(lost) if lost.is_empty() => String::new(),
                 // A peer that stopped answering (hung, stopped) shows as a collective that timed
                 // out: the wait was the whole process_group_timeout, which is what to say.
-                Ok(lost) if message.to_lowercase().contains("timed out") => format!(
-                    "{} lost (no answer within run.process_group_timeout, {:.0} s); ",
-                    describe_ranks(&lost),
-                    self.timeout.as_secs_f64()
-                ),
+                Ok(lost) if ["timed out", "timeout"]
+                    .iter()
+                    .any(|word| message.to_lowercase().contains(word)) =>
+                {
+                    format!(
+                        "{} lost (no answer within run.process_group_timeout, {:.0} s); ",
+                        describe_ranks(&lost),
+                        self.timeout.as_secs_f64()
+                    )
+                }
                 Ok(lost) => format!(
                     "{} lost (no answer within {:.1} s of the failure); ",
                     describe_ranks(&lost),

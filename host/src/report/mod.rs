@@ -112,7 +112,7 @@ pub fn format_value(value: f64) -> String {
 
 /// Writes a plot comparing the runs logged at `paths` to `out` (`.svg` or `.png`).
 ///
-/// Each path is a `.jsonl` or `.csv` log, a run's directory (its `log.jsonl` is the run), or a
+/// Each path is a `.jsonl` or `.csv` log, a run's version directory (its `log.jsonl` is the run), or a
 /// directory whose `.jsonl` and `.csv` files are each a run (a `.csv` with the same name as a
 /// `.jsonl` is the same run and is skipped). Runs are named after their files.
 pub fn compare_runs(paths: &[PathBuf], out: &Path) -> Result<()> {
@@ -124,15 +124,15 @@ pub fn compare_runs(paths: &[PathBuf], out: &Path) -> Result<()> {
 const RUN_LOG: &str = "log.jsonl";
 
 /// Loads the runs logged at `paths` (see [`compare_runs`]), named after their files; names two
-/// runs share get their directory as a prefix. A directory holding a run log ([`RUN_LOG`]) is
-/// that one run.
+/// runs share get their directory as a prefix. A run's version directory (its `run.json` and
+/// run log, [`RUN_LOG`]) is that one run.
 pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<RunHistory>> {
     let mut files = Vec::new();
     for path in paths {
         let run_log = path.join(RUN_LOG);
-        if run_log.is_file() {
-            // A run's directory: its run log is the run; the other logs in it are its loggers'
-            // outputs (predictions, per-sample rows), not runs of their own.
+        if path.join(crate::run_dir::RUN_FILE).is_file() && run_log.is_file() {
+            // A run's version directory: its run log is the run; the other logs in it are its
+            // loggers' outputs (predictions, per-sample rows), not runs of their own.
             files.push(run_log);
         } else if path.is_dir() {
             let found = log_files(path)?;
@@ -371,7 +371,9 @@ mod tests {
         other.write_epoch(&row(20, 0.25)).unwrap();
         drop((jsonl, csv, other));
 
-        // A logger's output beside the run log (predictions, say) is not a run of its own.
+        // In a run's version directory (it has a run.json), a logger's output beside the run
+        // log (predictions, say) is not a run of its own.
+        std::fs::write(a.join(crate::run_dir::RUN_FILE), "{}").unwrap();
         let mut predictions = JsonlLogger::create(&a.join("preds.jsonl")).unwrap();
         predictions.write_epoch(&row(10, 0.75)).unwrap();
         drop(predictions);

@@ -355,7 +355,7 @@ mod tests {
             let slices = s.slice("x", axis_len).unwrap();
             slices.iter().map(|t| t.size()[dim]).collect()
         };
-        // Each of 2 ranks cuts its share into 2-sample minibatches: 4 + 4 a global one.
+        // Each of 2 ranks cuts its share into 2-sample minibatches: 2 + 2 a global one of 4.
         let mut batch_axis = as_ranks(2, || slicer("axis = 0\nminibatch_size = 4"));
         assert_eq!(sizes(&mut batch_axis, &x, 0), [2, 2, 2, 2]);
         // A negative axis is found to be the batch axis when the tensor comes.
