@@ -117,24 +117,31 @@ pub(crate) fn spawn_ranks_each(
     let port = free_port();
     (0..world)
         .map(|rank| {
-            let mut command = fe_host();
-            command
-                .current_dir(dir.path())
-                .args(args(rank))
-                .env("RANK", rank.to_string())
-                .env("WORLD_SIZE", world.to_string())
-                .env("LOCAL_RANK", rank.to_string())
-                .env("LOCAL_WORLD_SIZE", world.to_string())
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", port.to_string())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+            let mut command = rank_command(dir, rank, world, port);
+            command.args(args(rank));
             for (key, value) in env {
                 command.env(key, value);
             }
             command.spawn().unwrap()
         })
         .collect()
+}
+
+/// `fe-host` in `dir` as rank `rank` of `world` on one machine, with torchrun's variables and
+/// the rendezvous at 127.0.0.1:`port`; output piped.
+pub(crate) fn rank_command(dir: &TempDir, rank: usize, world: usize, port: u16) -> Command {
+    let mut command = fe_host();
+    command
+        .current_dir(dir.path())
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("LOCAL_WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
 }
 
 pub(crate) fn wait_all(children: Vec<Child>) -> Vec<Run> {

@@ -1,9 +1,9 @@
 //! Data-parallel runs refused before they train: ranks that disagree (data, overrides, world
 //! size), a batch the ranks cannot share, malformed rank variables, `--smoke` as a rank.
 
-use std::process::Stdio;
-
-use crate::dist::{data, free_port, manifest, spawn_ranks, spawn_ranks_each, wait_all, SGD};
+use crate::dist::{
+    data, free_port, manifest, rank_command, spawn_ranks, spawn_ranks_each, wait_all, SGD,
+};
 use crate::util::{fe_host, OutputWithin, Run, TempDir};
 
 /// The same manifest reading other files on each rank (a data directory that is not really
@@ -122,20 +122,11 @@ fn ranks_started_with_different_world_sizes_say_so_instead_of_a_lost_rank() {
     let dir = TempDir::new("dp-world-sizes");
     let path = dir.write("m.toml", &manifest(SGD, 32, 1, ""));
     // Either way round: rank 0 compares every rank that came, the others compare rank 0.
-    for (zero, one) in [("2", "4"), ("4", "2")] {
-        let port = free_port().to_string();
-        let children = [("0", zero), ("1", one)].map(|(rank, world)| {
-            fe_host()
-                .current_dir(dir.path())
+    for (zero, one) in [(2, 4), (4, 2)] {
+        let port = free_port();
+        let children = [(0, zero), (1, one)].map(|(rank, world)| {
+            rank_command(&dir, rank, world, port)
                 .args(["run", &*path.to_string_lossy()])
-                .env("RANK", rank)
-                .env("WORLD_SIZE", world)
-                .env("LOCAL_RANK", rank)
-                .env("LOCAL_WORLD_SIZE", world)
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", &port)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         });

@@ -16,24 +16,24 @@ use std::time::{Duration, Instant};
 use tch::Tensor;
 use torch_sys::C_tensor;
 
-/// What follows the collective in the message of one that failed (see [`is_collective_failure`]).
-const COLLECTIVE_FAILED: &str = ": ";
-
 /// Whether `message` is a failed collective's (`rank 1 of 2: all-gather failed: rank 0 ...
 /// lost`): the run ends because a rank is gone, whatever the caller was doing, so callers
 /// pass it on as it is instead of blaming their own work ("cannot save the state of
 /// Accuracy") for it.
 pub fn is_collective_failure(message: &str) -> bool {
-    let parts = message
+    let Some((member, rest)) = message.split_once(": ") else {
+        return false;
+    };
+    let of_group = member
         .strip_prefix("rank ")
-        .and_then(|rest| rest.split_once(" of "))
-        .and_then(|(rank, rest)| Some((rank, rest.split_once(": ")?)))
-        .and_then(|(rank, (world, rest))| Some((rank, world, rest.split_once(COLLECTIVE_FAILED)?)));
-    parts.is_some_and(|(rank, world, (collective, _))| {
-        rank.parse::<usize>().is_ok()
-            && world.parse::<usize>().is_ok()
-            && collective.ends_with(" failed")
-    })
+        .and_then(|numbers| numbers.split_once(" of "))
+        .is_some_and(|(rank, world)| {
+            rank.parse::<usize>().is_ok() && world.parse::<usize>().is_ok()
+        });
+    of_group
+        && rest
+            .split_once(": ")
+            .is_some_and(|(what, _)| what.ends_with(" failed"))
 }
 
 pub use env::{membership, GlooDevice, Membership};
@@ -275,7 +275,7 @@ impl ProcessGroup {
                 Err(_) => String::new(),
             };
             format!(
-                "rank {} of {}: {what} failed{COLLECTIVE_FAILED}{lost}{message}",
+                "rank {} of {}: {what} failed: {lost}{message}",
                 self.rank, self.world
             )
         }

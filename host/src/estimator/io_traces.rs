@@ -206,11 +206,11 @@ impl HostTrace for EpochLogger {
 
     fn written_logs(&self) -> Vec<PathBuf> {
         // The run log is in the closing lines already, beside its plot.
-        match (&self.target, &self.file) {
-            (_, None) => Vec::new(),
-            _ if self.every_step => Vec::new(),
-            (LogFile::Csv(path) | LogFile::Jsonl(path), Some(_)) => vec![path.clone()],
+        if self.every_step || self.file.is_none() {
+            return Vec::new();
         }
+        let (LogFile::Csv(path) | LogFile::Jsonl(path)) = &self.target;
+        vec![path.clone()]
     }
 
     fn inputs(&self) -> Vec<KeyId> {
