@@ -26,6 +26,7 @@ mod network;
 mod out_of_tree;
 mod outputs;
 mod overrides;
+mod overwrites;
 mod pipeline;
 mod plugin_kit;
 mod plugin_run_info;

@@ -22,6 +22,7 @@ pub mod key_path;
 pub mod manifest;
 pub mod network;
 pub mod optim;
+pub mod overwrite;
 pub mod pipeline;
 pub mod plugins;
 pub mod predict;

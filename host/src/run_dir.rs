@@ -229,6 +229,7 @@ impl RunDir {
     /// [`RunDir::version`].
     pub fn prepare(root: &Path, requested: Option<u32>) -> Result<Self> {
         let chosen = Self::choose(root, requested)?;
+        refuse_foreign_latest(root)?;
         let dir = chosen.path();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         Ok(chosen)
@@ -255,6 +256,7 @@ impl RunDir {
                 dir.display()
             )));
         }
+        refuse_foreign_latest(&self.root)?;
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         match read_record(&dir) {
             Some(existing) if claim == Claim::New && existing.run_id != record.run_id => {
@@ -320,7 +322,23 @@ fn write_record(dir: &Path, record: &RunRecord) -> Result<()> {
     std::fs::write(&path, json).map_err(|e| Error::io(&path, e))
 }
 
+/// Refuses a run root whose `latest` is not the link fe-host keeps there (a file or folder
+/// someone put there): replacing it by the link would lose it.
+fn refuse_foreign_latest(root: &Path) -> Result<()> {
+    let path = root.join(LATEST);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if !meta.file_type().is_symlink() => Err(Error::Usage(format!(
+            "{}: is a {} fe-host did not make (it keeps `{LATEST}` as a link to the newest \
+             version_N and would replace it); move it away and start again",
+            path.display(),
+            if meta.is_dir() { "folder" } else { "file" }
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn point_latest(root: &Path, version: u32) -> Result<()> {
+    refuse_foreign_latest(root)?;
     let link = root.join(LATEST);
     let temp = root.join(format!(".{LATEST}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&temp);
@@ -422,6 +440,26 @@ mod tests {
             std::fs::read_to_string(root.join("version_2")).unwrap(),
             "notes"
         );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_latest_that_is_no_link_is_never_replaced() {
+        let root = std::env::temp_dir().join(format!("fe-run-latest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join(LATEST), b"my notes").unwrap();
+        let record = RunRecord {
+            run_id: "a".into(),
+            started: "20260101-000000".into(),
+            manifest: "m.toml".into(),
+        };
+        let chosen = RunDir::choose(&root, None).unwrap();
+        let error = chosen.create(&record, Claim::New).unwrap_err().to_string();
+        assert!(error.contains("is a file fe-host did not make"), "{error}");
+        assert!(RunDir::prepare(&root, None).is_err());
+        assert_eq!(std::fs::read(root.join(LATEST)).unwrap(), b"my notes");
+        assert!(!chosen.path().exists(), "nothing was made");
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -183,6 +183,15 @@ fn transform(args: TransformArgs) -> Result<()> {
     let device = device(args.device.as_deref(), &manifest)?;
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_manifest_registry(&search, &manifest)?;
+    let mut reads = crate::overwrite::Reads::of_manifest(&manifest);
+    reads.add_plugins(&registry);
+    args.inputs
+        .iter()
+        .for_each(|spec| reads.add_input_spec(spec));
+    if let Some(weights) = &args.weights {
+        reads.add(weights, "the weights");
+    }
+    reads.check("--out", &args.out)?;
     let request = crate::predict::transform::Request {
         mode,
         epoch: args.epoch,
@@ -301,6 +310,16 @@ fn predict(args: PredictArgs) -> Result<()> {
         let registry = load_manifest_registry(&search, &manifest)?;
         (manifest, weights, registry)
     };
+    let mut reads = crate::overwrite::Reads::of_manifest(&manifest);
+    reads.add(&args.manifest, "the manifest or model card");
+    reads.add_plugins(&registry);
+    args.inputs
+        .iter()
+        .for_each(|spec| reads.add_input_spec(spec));
+    if let Some(weights) = &weights {
+        reads.add_weights(weights);
+    }
+    reads.check("--out", &args.out)?;
     crate::runtime::set_threads(manifest.run.threads);
     let device = device(args.device.as_deref(), &manifest)?;
     let prediction = crate::predict::Prediction {
@@ -364,6 +383,11 @@ fn export(args: ExportArgs) -> Result<()> {
     crate::runtime::set_threads(manifest.run.threads);
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_manifest_registry(&search, &manifest)?;
+    let mut reads = crate::overwrite::Reads::of_manifest(&manifest);
+    reads.add(&args.manifest, "the manifest");
+    reads.add_plugins(&registry);
+    reads.add_weights(&weights);
+    reads.check("--out", &args.out)?;
     let written = crate::predict::export::run(&manifest, &registry, &weights, &args.out)?;
     for file in &written {
         println!("wrote {}", file.display());

@@ -40,11 +40,28 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     }
     if speaks {
         // Written after training: a target that cannot be written must fail now, not then.
+        let mut reads = crate::overwrite::Reads::of_manifest(&manifest);
+        if let Some(path) = &args.load_weights {
+            reads.add(path, "the --load-weights weights");
+        }
         if let Some(dir) = &args.save_weights {
             super::checks::check_output_dir("--save-weights", dir)?;
+            reads.check("--save-weights", dir)?;
+        }
+        if let Some(dir) = &args.export {
+            reads.check("--export", dir)?;
         }
         if let Some(file) = &args.summary {
             super::checks::check_output_file("--summary", file)?;
+            reads.check("--summary", file)?;
+        }
+        if let Some(dir) = &manifest.run.log_dir {
+            let flag = if from_flag {
+                "--log-dir"
+            } else {
+                "run.log_dir"
+            };
+            reads.check(flag, dir)?;
         }
     }
     let version = match smoke_dir {

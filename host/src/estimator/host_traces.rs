@@ -284,6 +284,9 @@ impl BuildCx<'_> {
                 format!("{} is a directory; name a file", resolved.display()),
             ));
         }
+        if let Some(why) = crate::overwrite::Reads::of_manifest(self.manifest).problem(&resolved) {
+            return Err(self.error(&at, format!("{} {why}", resolved.display())));
+        }
         let skip = usize::from(!is_dir);
         if let Some(file) = resolved.ancestors().skip(skip).find(|a| a.is_file()) {
             return Err(self.error(
