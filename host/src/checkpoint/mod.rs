@@ -235,6 +235,17 @@ pub fn resolve(path: &Path) -> Result<std::path::PathBuf> {
             path: path.to_path_buf(),
             message: "does not exist".to_owned(),
         }),
+        // The files of a checkpoint without its list: written last, so the write was cut
+        // short, or the file was removed since.
+        (None, None) if path.join("system.json").is_file() || path.join("models").is_dir() => {
+            Err(Error::Checkpoint {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{} is missing: this checkpoint was not completely written, or its file list was removed, so nothing in it can be verified",
+                    store::MANIFEST
+                ),
+            })
+        }
         (None, None) => Err(Error::Checkpoint {
             path: path.to_path_buf(),
             message: "holds no complete checkpoint (no MANIFEST.json, and no `latest`)".to_owned(),
@@ -360,6 +371,11 @@ mod tests {
         std::fs::create_dir_all(&empty).unwrap();
         let err = resolve(&empty).unwrap_err().to_string();
         assert!(err.contains("holds no complete checkpoint"), "{err}");
+        // A checkpoint whose file list is gone says so, not that the folder is empty.
+        std::fs::create_dir_all(root.join("cut/models")).unwrap();
+        std::fs::write(root.join("cut/system.json"), b"{}").unwrap();
+        let err = resolve(&root.join("cut")).unwrap_err().to_string();
+        assert!(err.contains("MANIFEST.json is missing"), "{err}");
         let _ = std::fs::remove_dir_all(&root);
     }
 }

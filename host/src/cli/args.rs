@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::{CheckpointCommand, LogsArgs, NewPluginArgs, PipelineArgs};
+use super::{CheckpointCommand, EvaluateArgs, LogsArgs, NewPluginArgs, PipelineArgs};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 
@@ -38,6 +38,9 @@ pub enum Command {
     /// Run a trained network in `infer` mode over data (IDX, NPY/NPZ, CSV or an image folder)
     /// and write its predictions as CSV (optionally the top-k classes), NPY or safetensors.
     Predict(PredictArgs),
+    /// Every loss and metric of a trained model on the eval or test data (or `--input`), per
+    /// dataset, without training: Keras' `evaluate`, Lightning's `trainer.test`.
+    Evaluate(EvaluateArgs),
     /// Write trained models for other tools: safetensors named as the PyTorch definition, a
     /// JSON model card, and TorchScript for a TorchScript architecture.
     Export(ExportArgs),

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 mod checkpoint;
 pub use checkpoint::CheckpointCommand;
+mod evaluate;
+pub use evaluate::EvaluateArgs;
 mod checks;
 use checks::check_before_building;
 mod args;
@@ -41,6 +43,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run_manifest(args),
         Command::Transform(args) => transform(args),
         Command::Predict(args) => predict(args),
+        Command::Evaluate(args) => evaluate::run(args),
         Command::Export(args) => export(args),
         Command::Render(args) => render(args),
         Command::Pipeline(args) => pipeline::run(args),
@@ -283,43 +286,16 @@ fn predict(args: PredictArgs) -> Result<()> {
         args.trained.checkpoint,
         args.random_weights,
     )?;
-    let (manifest, weights, registry) = if crate::predict::from_card::is_card(&args.manifest) {
-        if weights.is_some() {
-            return Err(Error::Usage(format!(
-                "{} is a model card, which names its weights: drop --weights, --checkpoint and --random-weights",
-                args.manifest.display()
-            )));
-        }
-        if !args.overrides.set.is_empty() {
-            return Err(Error::Usage(format!(
-                "{} is a model card, which carries the manifest the model was trained with: drop --set",
-                args.manifest.display()
-            )));
-        }
-        let model = crate::predict::from_card::open(&args.manifest)?;
-        let mut dirs = args.plugins.plugin_dirs.clone();
-        dirs.extend(model.plugin_dirs());
-        let search = default_search_path(&model.manifest.plugins.paths, &dirs);
-        let registry = load_manifest_registry(&search, &model.manifest)?;
-        model.check_architecture(&registry)?;
-        let weights = crate::predict::Weights::Files(model.weights);
-        (model.manifest, Some(weights), registry)
-    } else {
-        let manifest = trained_manifest(args.overrides.load(&args.manifest)?, weights.as_ref())?;
-        let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
-        let registry = load_manifest_registry(&search, &manifest)?;
-        (manifest, weights, registry)
-    };
-    let mut reads = crate::overwrite::Reads::of_manifest(&manifest);
-    reads.add(&args.manifest, "the manifest or model card");
-    reads.add_plugins(&registry);
-    args.inputs
-        .iter()
-        .for_each(|spec| reads.add_input_spec(spec));
-    if let Some(weights) = &weights {
-        reads.add_weights(weights);
-    }
-    reads.check("--out", &args.out)?;
+    let (manifest, weights, registry) =
+        trained_model(&args.manifest, weights, &args.overrides, &args.plugins)?;
+    model_reads(
+        &manifest,
+        &args.manifest,
+        &registry,
+        &args.inputs,
+        weights.as_ref(),
+    )
+    .check("--out", &args.out)?;
     crate::runtime::set_threads(manifest.run.threads);
     let device = device(args.device.as_deref(), &manifest)?;
     let prediction = crate::predict::Prediction {
@@ -343,6 +319,67 @@ fn predict(args: PredictArgs) -> Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+/// The model `predict` and `evaluate` use, from `path`: a model card (or its export
+/// directory), which names its weights and carries its manifest; or a manifest with the
+/// `weights` flags (from a checkpoint, the manifest saved in it). With the plugins it needs.
+fn trained_model(
+    path: &std::path::Path,
+    weights: Option<crate::predict::Weights>,
+    overrides: &OverrideArgs,
+    plugins: &PluginArgs,
+) -> Result<(
+    Manifest,
+    Option<crate::predict::Weights>,
+    crate::plugins::Registry,
+)> {
+    if crate::predict::from_card::is_card(path) {
+        if weights.is_some() {
+            return Err(Error::Usage(format!(
+                "{} is a model card, which names its weights: drop --weights, --checkpoint and --random-weights",
+                path.display()
+            )));
+        }
+        if !overrides.set.is_empty() {
+            return Err(Error::Usage(format!(
+                "{} is a model card, which carries the manifest the model was trained with: drop --set",
+                path.display()
+            )));
+        }
+        let model = crate::predict::from_card::open(path)?;
+        let mut dirs = plugins.plugin_dirs.clone();
+        dirs.extend(model.plugin_dirs());
+        let search = default_search_path(&model.manifest.plugins.paths, &dirs);
+        let registry = load_manifest_registry(&search, &model.manifest)?;
+        model.check_architecture(&registry)?;
+        let weights = crate::predict::Weights::Files(model.weights);
+        Ok((model.manifest, Some(weights), registry))
+    } else {
+        let manifest = trained_manifest(overrides.load(path)?, weights.as_ref())?;
+        let search = default_search_path(&manifest.plugins.paths, &plugins.plugin_dirs);
+        let registry = load_manifest_registry(&search, &manifest)?;
+        Ok((manifest, weights, registry))
+    }
+}
+
+/// What a command using a trained model reads: its manifest (or card, at `path`), plugins,
+/// `--input` data and weights.
+fn model_reads(
+    manifest: &Manifest,
+    path: &std::path::Path,
+    registry: &crate::plugins::Registry,
+    inputs: &[String],
+    weights: Option<&crate::predict::Weights>,
+) -> crate::overwrite::Reads {
+    let mut reads = crate::overwrite::Reads::of_manifest(manifest);
+    reads.add(path, "the manifest or model card");
+    reads.add_plugins(registry);
+    inputs.iter().for_each(|spec| reads.add_input_spec(spec));
+    if let Some(weights) = weights {
+        reads.add_weights(weights);
+    }
+    reads
 }
 
 /// The manifest to predict or export with: for weights from a checkpoint, the one saved in it,

@@ -232,9 +232,13 @@ impl HostTrace for EvalEssential {
     }
 
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
-        if cx.system.mode != Some(Mode::Eval) {
-            return Ok(());
-        }
+        // The test epoch reports its losses too (FastEstimator's test line has none); the
+        // best so far is an evaluation's, across epochs, so test leaves it alone.
+        let testing = match cx.system.mode {
+            Some(Mode::Eval) => false,
+            Some(Mode::Test) => true,
+            _ => return Ok(()),
+        };
         let epoch = cx.system.epoch_idx;
         // Data parallel: each rank saw its share of the evaluation data; the sums over all
         // ranks give the mean over every sample, as one process computes it.
@@ -248,6 +252,9 @@ impl HostTrace for EvalEssential {
             }
             let mean = self.sums[i] / self.samples[i];
             cx.data.write(name, Logged::Scalar(mean), true);
+            if testing {
+                continue;
+            }
             let best = match self.best[i] {
                 Some((value, at)) if value <= mean => (value, at),
                 _ => (mean, epoch),

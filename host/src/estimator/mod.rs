@@ -7,6 +7,7 @@ mod checks;
 pub mod data;
 mod epoch;
 pub mod essential;
+pub mod evaluate;
 pub mod host_traces;
 pub mod io_traces;
 pub mod lr_sources;

@@ -102,14 +102,20 @@ pub fn unlike_training(manifest: &Manifest, format: Format) -> Option<String> {
     ))
 }
 
-/// Opens the data `specs` name, and says its format. Single-array files without a key feed
-/// `default_key`.
-pub fn open(
-    manifest: &Manifest,
-    specs: &[String],
-    default_key: &str,
-) -> Result<(Arc<dyn Source>, Format)> {
-    let mut single = std::collections::BTreeMap::new();
+/// The data `specs` name, as a dataset table of the manifest would describe it: its reader
+/// (`type`) and the reader's settings (absolute paths), and its format.
+pub struct InputData {
+    /// The reader, `idx`, `npy`, `npz`, `csv` or `image_folder`.
+    pub kind: &'static str,
+    /// The reader's settings.
+    pub table: toml::Table,
+    /// The format of the files.
+    pub format: Format,
+}
+
+/// Describes the data `specs` name. Single-array files without a key feed `default_key`.
+pub fn describe(manifest: &Manifest, specs: &[String], default_key: &str) -> Result<InputData> {
+    let mut single = toml::Table::new();
     let mut format_seen = None;
     let mut whole = None;
     for spec in specs {
@@ -131,7 +137,8 @@ pub fn open(
         let path = absolute(&path)?;
         if format.single_array() {
             let key = key.unwrap_or_else(|| default_key.to_owned());
-            if single.insert(key.clone(), path).is_some() {
+            let file = toml::Value::String(path.to_string_lossy().into_owned());
+            if single.insert(key.clone(), file).is_some() {
                 return Err(Error::Usage(format!("--input gives key `{key}` twice")));
             }
         } else if whole.replace((format, path)).is_some() || key.is_some() {
@@ -141,21 +148,11 @@ pub fn open(
             )));
         }
     }
-    let source: Arc<dyn Source> = match (format_seen, whole) {
-        (Some(Format::Idx), _) => Arc::new(IdxSource::open(
-            &IdxConfig { files: single },
-            Path::new("."),
-        )?),
-        (Some(Format::Npy), _) => {
-            let mut table = toml::Table::new();
-            let files: toml::Table = single
-                .into_iter()
-                .map(|(k, p)| (k, toml::Value::String(p.to_string_lossy().into_owned())))
-                .collect();
-            table.insert("files".into(), toml::Value::Table(files));
-            open_kind("npy", table, specs)?
-        }
-        (Some(format), Some((_, path))) => {
+    let Some(format) = format_seen else {
+        return Err(Error::Usage("--input names no data".into()));
+    };
+    let table = match whole {
+        Some((format, path)) => {
             let mut table = borrowed_settings(manifest, format.kind());
             let field = if format == Format::ImageFolder {
                 "dir"
@@ -166,11 +163,34 @@ pub fn open(
                 field.into(),
                 toml::Value::String(path.to_string_lossy().into_owned()),
             );
-            open_kind(format.kind(), table, specs)?
+            table
         }
-        _ => return Err(Error::Usage("--input names no data".into())),
+        None => toml::Table::from_iter([("files".to_owned(), toml::Value::Table(single))]),
     };
-    Ok((source, format_seen.unwrap_or(Format::Idx)))
+    Ok(InputData {
+        kind: format.kind(),
+        table,
+        format,
+    })
+}
+
+/// Opens the data `specs` name, and says its format. Single-array files without a key feed
+/// `default_key`.
+pub fn open(
+    manifest: &Manifest,
+    specs: &[String],
+    default_key: &str,
+) -> Result<(Arc<dyn Source>, Format)> {
+    let data = describe(manifest, specs, default_key)?;
+    let source: Arc<dyn Source> = if data.format == Format::Idx {
+        let text = toml::to_string(&data.table).unwrap_or_default();
+        let config: IdxConfig = fe_plugin_api::parse_config(&text)
+            .map_err(|e| Error::Internal(format!("--input as IDX: {}", e.message())))?;
+        Arc::new(IdxSource::open(&config, Path::new("."))?)
+    } else {
+        open_kind(data.kind, data.table, specs)?
+    };
+    Ok((source, data.format))
 }
 
 fn open_kind(kind: &str, table: toml::Table, specs: &[String]) -> Result<Arc<dyn Source>> {

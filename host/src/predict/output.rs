@@ -81,7 +81,8 @@ pub fn write(
     }
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path` through a temporary beside it: a failure leaves no partial file.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     // Written next to the target and renamed, so a failure leaves no partial file behind.
     let tmp = path.with_extension("partial");
     // Errors name the file asked for: the temporary beside it is ours, not the user's.
