@@ -419,6 +419,9 @@ mod tests {
         let y_pred = t(&[1.5, 0.2], &[2, 1]);
         let y_true = t(&[1.0, 0.0], &[2, 1]);
         let mut op = testing::tensor_op("CrossEntropy", "", &["p", "y"], &["ce"]).unwrap();
+        // The first call's own check; after it, libtorch's.
+        let err = op.forward(&[&y_pred, &y_true]).unwrap_err();
+        assert!(err.message.contains("outside [0, 1]"), "{err:?}");
         let err = op.forward(&[&y_pred, &y_true]).unwrap_err();
         assert!(err.message.contains("between 0 and 1"), "{err:?}");
     }
