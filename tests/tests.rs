@@ -40,6 +40,7 @@ mod scheduling;
 mod slicing;
 mod stopping;
 mod torchscript;
+mod torchscript_checks;
 mod traces;
 mod training;
 mod updates;

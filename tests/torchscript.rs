@@ -617,7 +617,7 @@ fn files_that_are_not_torchscript_and_keys_forward_does_not_take_are_refused() {
     assert_contains!(out.stderr, "models[0].outputs");
     assert_contains!(
         out.stderr,
-        "models[0].outputs: names entries of a dict, but"
+        "models[0].outputs: names entries of a dict or fields of a NamedTuple, but"
     );
     assert_contains!(
         out.stderr,

@@ -33,6 +33,28 @@ char *ts_error(const std::string &message) { return ts_copy(message.substr(0, me
         return ts_error("unknown C++ exception");                                                  \
     }
 
+// A return type as text; a NamedTuple (torchvision's `GoogLeNetOutputs`, say) as
+// `NamedTuple(logits: Tensor, aux: Tensor?)`, since its own `str()` gives only its class name
+// and the host maps its fields to keys.
+std::string describe_return(const c10::TypePtr &type) {
+    auto tuple = type->cast<c10::TupleType>();
+    if (!tuple) {
+        return type->str();
+    }
+    auto names = tuple->names();
+    if (!names) {
+        return type->str();
+    }
+    std::ostringstream text;
+    text << "NamedTuple(";
+    const auto &elements = tuple->elements();
+    for (size_t i = 0; i < elements.size() && i < names->size(); ++i) {
+        text << (i ? ", " : "") << (*names)[i] << ": " << elements[i]->str();
+    }
+    text << ')';
+    return text.str();
+}
+
 }  // namespace
 
 extern "C" {
@@ -64,7 +86,7 @@ char *fe_ts_forward_signature(torch::jit::Module *module, char **out) {
                  << (arguments[i].default_value().has_value() ? 1 : 0) << '\n';
         }
         for (const auto &ret : schema.returns()) {
-            text << "->\t" << ret.type()->str() << '\n';
+            text << "->\t" << describe_return(ret.type()) << '\n';
         }
         *out = ts_copy(text.str());
     })

@@ -7,7 +7,7 @@
 //! | 2 | usage: bad command line, or an invalid manifest (syntax, schema, unknown component, bad config) |
 //! | 3 | plugins: a plugin file is missing, not a plugin, or incompatible (all problems listed) |
 //! | 4 | device: the requested device is not available |
-//! | 5 | data: a dataset file is missing, truncated or malformed |
+//! | 5 | data: a dataset file is missing, truncated or malformed; a model file (TorchScript, weights) is corrupt |
 //! | 6 | checkpoint: a checkpoint is missing, corrupt or does not match the run |
 //! | 75 | stopped by a first SIGINT (Ctrl-C) or SIGTERM after saving a checkpoint: continue with `--resume` |
 //! | 130, 143 | stopped at once by a second SIGINT / SIGTERM (128 + the signal); the last complete checkpoint is kept. A `--smoke` run stops on the first (it keeps nothing to continue) |

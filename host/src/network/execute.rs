@@ -81,6 +81,7 @@ pub fn run_node(
         }
         call(&mut node.kind, &inputs, env, flags).map_err(|error| at_node(error, node, env))?
     };
+    let outputs = torchscript_outputs(node, env, outputs)?;
     if outputs.len() != node.outputs.len() {
         return Err(Error::builtin(
             &node.name,
@@ -199,6 +200,35 @@ fn run_meta(
         }
     }
     Ok(())
+}
+
+/// A TorchScript `forward` may return more than its ModelOp has keys for (the signature check
+/// allows fewer keys: they take the first values), and an `Optional[Tensor]` it left None
+/// comes back undefined: it may only fall beyond the keys.
+fn torchscript_outputs(
+    node: &OpNode,
+    env: &StepEnv<'_, '_>,
+    mut outputs: Vec<Tensor>,
+) -> Result<Vec<Tensor>, PluginError> {
+    let OpKind::Model(op) = &node.kind else {
+        return Ok(outputs);
+    };
+    if env.models[op.model].torchscript.is_none() {
+        return Ok(outputs);
+    }
+    outputs.truncate(node.outputs.len());
+    match outputs.iter().position(|t| !t.defined()) {
+        None => Ok(outputs),
+        Some(at) => Err(Error::builtin(
+            &node.name,
+            "forward",
+            format!(
+                "forward's output {at} is None, so output key `{}` gets no value (an Optional output the module sets only in some modes, such as training?) ({})",
+                env.keys.name(node.outputs[at]),
+                node.label
+            ),
+        )),
+    }
 }
 
 fn call(

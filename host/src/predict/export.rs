@@ -218,7 +218,8 @@ pub fn save_torchscript(
         path: file.to_path_buf(),
         message,
     };
-    let mut module = TorchScriptModel::load(file, Device::Cpu, outputs).map_err(problem)?;
+    let mut module =
+        TorchScriptModel::load(file, Device::Cpu, outputs).map_err(|e| problem(e.to_string()))?;
     let fresh = module.named_variables().map_err(problem)?;
     let _guard = tch::no_grad_guard();
     for (name, mut target) in fresh {

@@ -53,6 +53,7 @@ pub struct CrossEntropy {
     form: Option<Form>,
     class_weights: Vec<(i64, f64)>,
     average: bool,
+    probabilities: super::ProbabilityCheck,
 }
 
 impl FromConfig for CrossEntropy {
@@ -68,6 +69,7 @@ impl FromConfig for CrossEntropy {
             form: config.form,
             class_weights,
             average: config.average_loss,
+            probabilities: super::ProbabilityCheck::new(),
         })
     }
 }
@@ -183,9 +185,17 @@ impl CrossEntropy {
 }
 
 impl TensorOp for CrossEntropy {
-    fn forward(&mut self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
+    fn forward(&mut self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         let (y_pred, y_true) = super::pair(inputs)?;
-        let loss = match self.form_for(y_pred, y_true) {
+        let form = self.form_for(y_pred, y_true);
+        if !self.from_logits {
+            let activation = match form {
+                Form::Binary => "a sigmoid",
+                Form::Categorical | Form::Sparse => "a softmax over dimension 1",
+            };
+            self.probabilities.check(y_pred, ctx.warmup, activation)?;
+        }
+        let loss = match form {
             Form::Sparse => self.sparse(y_pred, y_true)?,
             Form::Categorical => self.categorical(y_pred, y_true)?,
             Form::Binary => self.binary(y_pred, y_true)?,
@@ -409,6 +419,9 @@ mod tests {
         let y_pred = t(&[1.5, 0.2], &[2, 1]);
         let y_true = t(&[1.0, 0.0], &[2, 1]);
         let mut op = testing::tensor_op("CrossEntropy", "", &["p", "y"], &["ce"]).unwrap();
+        // The first call's own check; after it, libtorch's.
+        let err = op.forward(&[&y_pred, &y_true]).unwrap_err();
+        assert!(err.message.contains("outside [0, 1]"), "{err:?}");
         let err = op.forward(&[&y_pred, &y_true]).unwrap_err();
         assert!(err.message.contains("between 0 and 1"), "{err:?}");
     }
@@ -430,6 +443,40 @@ mod tests {
             testing::tensor_op("CrossEntropy", "form = 'sparse'", &["p", "y"], &["ce"]).unwrap();
         let err = op.forward(&[&y_pred, &y_true]).unwrap_err();
         assert!(err.message.contains("[batch, classes"), "{err:?}");
+    }
+
+    #[test]
+    fn logits_without_from_logits_are_refused_in_the_warm_up_and_on_the_first_call() {
+        let logits = t(&[2.5, -1.0, 0.3, -4.0, 7.0, 0.0], &[2, 3]);
+        let labels = Tensor::from_slice(&[0i64, 1]);
+        let warmup = fe_plugin_api::StepContext {
+            warmup: true,
+            ..fe_plugin_api::StepContext::for_tests()
+        };
+        for first in [warmup, fe_plugin_api::StepContext::for_tests()] {
+            let mut op = testing::tensor_op("CrossEntropy", "", &["p", "y"], &["ce"]).unwrap();
+            let err = op.forward_with(&[&logits, &labels], &first).unwrap_err();
+            assert!(
+                err.message
+                    .contains("from -4.0000 to 7.0000, outside [0, 1]")
+                    && err.message.contains("set `from_logits = true`")
+                    && err.message.contains("a softmax over dimension 1"),
+                "{err:?}"
+            );
+        }
+        // Binary form: the sigmoid is named.
+        let mut op = testing::tensor_op("CrossEntropy", "", &["p", "y"], &["ce"]).unwrap();
+        let err = op
+            .forward(&[&t(&[1.5, -0.5], &[2, 1]), &t(&[1.0, 0.0], &[2, 1])])
+            .unwrap_err();
+        assert!(err.message.contains("applies a sigmoid"), "{err:?}");
+        // Probabilities pass (an exact 0 and 1 included), and so do logits with from_logits.
+        let mut op = testing::tensor_op("CrossEntropy", "", &["p", "y"], &["ce"]).unwrap();
+        let probabilities = t(&[1.0, 0.0, 0.0, 0.2, 0.3, 0.5], &[2, 3]);
+        assert!(op.forward(&[&probabilities, &labels]).is_ok());
+        let mut op =
+            testing::tensor_op("CrossEntropy", "from_logits = true", &["p", "y"], &["ce"]).unwrap();
+        assert!(op.forward(&[&logits, &labels]).is_ok());
     }
 
     #[test]

@@ -71,6 +71,7 @@ pub struct FocalLoss {
     normalize: bool,
     shape_reduction: Reduce,
     sample_reduction: Reduce,
+    probabilities: super::ProbabilityCheck,
 }
 
 impl FromConfig for FocalLoss {
@@ -103,6 +104,7 @@ impl FromConfig for FocalLoss {
             normalize: config.normalize,
             shape_reduction: config.shape_reduction,
             sample_reduction: config.sample_reduction,
+            probabilities: super::ProbabilityCheck::new(),
         })
     }
 }
@@ -150,8 +152,11 @@ impl FocalLoss {
 }
 
 impl TensorOp for FocalLoss {
-    fn forward(&mut self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
+    fn forward(&mut self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         let (y_pred, y_true) = super::pair(inputs)?;
+        if !self.from_logits {
+            self.probabilities.check(y_pred, ctx.warmup, "a sigmoid")?;
+        }
         let y = super::align_target(y_pred, y_true)?;
         let mut loss = self.elements(y_pred, &y)?;
         let kind = loss.kind();

@@ -126,6 +126,45 @@ fn pair<'a>(inputs: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Tensor)> {
     }
 }
 
+/// How far outside [0, 1] a probability may stray (rounding in half precision) before it is
+/// taken for a logit.
+const PROBABILITY_SLACK: f64 = 1e-3;
+
+/// A loss reading probabilities checks them where a wrong setting shows at once: on every
+/// warm-up call, and on its first call when the run has no warm-up. Afterwards it trusts the
+/// model, so the per-step path has no extra device sync. Logits fed to it would otherwise be
+/// clamped (or rejected by libtorch for the binary form) and train on garbage without a word.
+struct ProbabilityCheck {
+    done: bool,
+}
+
+impl ProbabilityCheck {
+    fn new() -> Self {
+        Self { done: false }
+    }
+
+    /// Refuses a floating `y_pred` with a value outside [0, 1] (± the slack). `activation`
+    /// names what `from_logits = true` applies.
+    fn check(&mut self, y_pred: &Tensor, warmup: bool, activation: &str) -> Result<()> {
+        if self.done && !warmup {
+            return Ok(());
+        }
+        self.done = true;
+        if y_pred.numel() == 0 || !y_pred.is_floating_point() {
+            return Ok(());
+        }
+        let _guard = fe_plugin_api::tch::no_grad_guard();
+        let low = y_pred.f_min()?.f_double_value(&[])?;
+        let high = y_pred.f_max()?.f_double_value(&[])?;
+        if low < -PROBABILITY_SLACK || high > 1.0 + PROBABILITY_SLACK {
+            return Err(Error::msg(format!(
+                "y_pred holds values from {low:.4} to {high:.4}, outside [0, 1], so they are not the probabilities this loss reads without `from_logits`: for a model returning logits set `from_logits = true` (it applies {activation}), or end the model with {activation}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// `y_true` in `y_pred`'s kind and shape. A target with the same number of elements but another
 /// shape (e.g. `[B]` against `[B, 1]`) is reshaped, as FastEstimator's `view(y_pred.size())`
 /// does; any other shape is an error naming both, instead of a silent broadcast.

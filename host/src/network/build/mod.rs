@@ -409,6 +409,17 @@ impl Builder<'_> {
             return Err(manifest.error_at(&spec.path.key("merge_grad"), "must be at least 1"));
         }
         let slot = &self.models[model];
+        if slot.trainable && slot.params.is_empty() {
+            // Without this, the first step failed inside the optimizer, after the run's
+            // version and outputs were made.
+            return Err(manifest.error_at(
+                &spec.path.key("model"),
+                format!(
+                    "model `{}` has no trainable parameters, so this UpdateOp has nothing to update: remove the UpdateOp (its ModelOp still runs the model), or give the model parameters (a module saved after torch.jit.freeze, or whose parameters all have requires_grad = False, has none)",
+                    slot.name
+                ),
+            ));
+        }
         if per_parameter && gradient_keys.len() != slot.params.len() {
             return Err(manifest.error_at(
                 &spec.path.key("gradients"),

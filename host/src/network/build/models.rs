@@ -4,7 +4,7 @@ use fe_plugin_api::{ComponentKind, DeviceSpec};
 use tch::Device;
 
 use super::super::model::{ModelParts, ModelSlot, OptimizerSlot, TorchScriptSource};
-use super::super::torchscript::{self, TorchScriptConfig, TorchScriptModel};
+use super::super::torchscript::{self, LoadError, TorchScriptConfig, TorchScriptModel};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ModelConfig};
 use crate::plugins::create::{creation_error, unknown_component, Creation};
@@ -103,19 +103,22 @@ fn torchscript_model(
     let settings: TorchScriptConfig = fe_plugin_api::parse_config(&text)
         .map_err(|e| manifest.error_at(&config.path.join_dotted(e.field()), e.message()))?;
     let file = manifest.dir().join(&settings.file);
-    let model = TorchScriptModel::load(&file, device, settings.outputs.clone()).map_err(|why| {
-        manifest.error_at(
-            &config.path.key("file"),
-            format!("{}: {why}", file.display()),
-        )
-    })?;
+    let model = TorchScriptModel::load(&file, device, settings.outputs.clone()).map_err(
+        |error| match error {
+            LoadError::Corrupt(why) => Error::data(&file, why),
+            LoadError::Unusable(why) => manifest.error_at(
+                &config.path.key("file"),
+                format!("{}: {why}", file.display()),
+            ),
+        },
+    )?;
     use crate::network::torchscript::Returns;
     match (&model.signature().returns, &settings.outputs) {
         (Returns::Tensor | Returns::Tuple(_) | Returns::List, Some(_)) => {
             return Err(manifest.error_at(
                 &config.path.key("outputs"),
                 format!(
-                    "names entries of a dict, but {}'s forward returns {}: drop `outputs` (the ModelOp's outputs name what forward returns)",
+                    "names entries of a dict or fields of a NamedTuple, but {}'s forward returns {}: drop `outputs` (the ModelOp's outputs name what forward returns)",
                     file.display(),
                     match model.signature().returns {
                         Returns::Tensor => "a Tensor".to_owned(),

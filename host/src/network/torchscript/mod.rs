@@ -5,6 +5,7 @@
 //! checkpoints, weight files and exports see and change the module itself. It sits behind the
 //! same `FfiModel` object a plugin model does, so the rest of the network cannot tell them apart.
 
+mod archive;
 mod ffi;
 pub mod signature;
 
@@ -28,7 +29,8 @@ pub const ARCHITECTURE: &str = "TorchScript";
 pub struct TorchScriptConfig {
     /// The TorchScript file, relative to the manifest's directory.
     pub file: PathBuf,
-    /// For a `forward` returning `Dict[str, Tensor]`: the entries to take, in output-key order.
+    /// For a `forward` returning `Dict[str, Tensor]` or a NamedTuple: the entries (fields) to
+    /// take, in output-key order.
     #[serde(default)]
     pub outputs: Option<Vec<String>>,
 }
@@ -40,6 +42,23 @@ fn without_miniz_advice(message: &str) -> String {
     match message.find(" This is an internal miniz error") {
         Some(at) => message[..at].trim_end_matches('.').to_owned(),
         None => message.to_owned(),
+    }
+}
+
+/// Why a TorchScript file did not load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadError {
+    /// Its bytes fail the archive's checksums: a damaged file, reported as bad data.
+    Corrupt(String),
+    /// It is missing or not a usable TorchScript module.
+    Unusable(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Corrupt(why) | LoadError::Unusable(why) => f.write_str(why),
+        }
     }
 }
 
@@ -56,16 +75,29 @@ pub struct TorchScriptModel {
 }
 
 impl TorchScriptModel {
-    /// Loads `file` onto `device`. The error says why the file is not a usable TorchScript
-    /// module (the caller adds the file's name).
-    pub fn load(file: &Path, device: Device, outputs: Option<Vec<String>>) -> Result<Self, String> {
+    /// Loads `file` onto `device`, once its archive's checksums hold. The error says why the
+    /// file is not a usable TorchScript module (the caller adds the file's name).
+    pub fn load(
+        file: &Path,
+        device: Device,
+        outputs: Option<Vec<String>>,
+    ) -> Result<Self, LoadError> {
         if !file.is_file() {
-            return Err(if file.exists() {
+            return Err(LoadError::Unusable(if file.exists() {
                 "is not a file".to_owned()
             } else {
                 "no such file".to_owned()
-            });
+            }));
         }
+        archive::verify(file).map_err(|e| LoadError::Corrupt(e.to_string()))?;
+        Self::load_checked(file, device, outputs).map_err(LoadError::Unusable)
+    }
+
+    fn load_checked(
+        file: &Path,
+        device: Device,
+        outputs: Option<Vec<String>>,
+    ) -> Result<Self, String> {
         let module = catch_unwind(|| CModule::load_on_device(file, device))
             .map_err(|p| fe_plugin_api::panic_message(p.as_ref()))?
             .map_err(|e| {
@@ -155,7 +187,25 @@ impl TorchScriptModel {
         match value {
             IValue::Tensor(t) => Ok(vec![t]),
             IValue::TensorList(ts) => Ok(ts),
-            IValue::Tuple(items) | IValue::GenericList(items) => items
+            IValue::Tuple(items) => {
+                if let (Some(names), Returns::NamedTuple(fields)) =
+                    (&self.outputs, &self.signature.returns)
+                {
+                    return named_fields(items, fields, names);
+                }
+                items
+                    .into_iter()
+                    .map(|item| match item {
+                        IValue::Tensor(t) => Ok(t),
+                        // An `Optional[Tensor]` left None (GoogLeNet's auxiliary outputs in
+                        // eval mode): an undefined tensor keeps the positions, and the ModelOp
+                        // refuses it only where one of its keys would take it.
+                        IValue::None => Ok(Tensor::new()),
+                        other => Err(not_tensor(&other)),
+                    })
+                    .collect()
+            }
+            IValue::GenericList(items) => items
                 .into_iter()
                 .map(|item| match item {
                     IValue::Tensor(t) => Ok(t),
@@ -205,6 +255,38 @@ impl TorchScriptModel {
         };
         result.map_err(|m| self.error(method, m)).into()
     }
+}
+
+/// The NamedTuple `items`' fields that `names` picks, in that order (`fields` are its field
+/// names, from the signature: tch's `IValue` carries none).
+fn named_fields(
+    items: Vec<IValue>,
+    fields: &[String],
+    names: &[String],
+) -> Result<Vec<Tensor>, String> {
+    let mut items: Vec<Option<IValue>> = items.into_iter().map(Some).collect();
+    names
+        .iter()
+        .map(|name| {
+            let at = fields
+                .iter()
+                .position(|f| f == name)
+                .ok_or_else(|| format!("forward's NamedTuple has no field `{name}`"))?;
+            match items.get_mut(at).and_then(Option::take) {
+                Some(IValue::Tensor(t)) => Ok(t),
+                Some(IValue::None) => Err(format!(
+                    "forward's field `{name}` is None (an Optional output the module sets only in some modes, such as training?)"
+                )),
+                Some(other) => Err(format!(
+                    "forward's field `{name}` is {}, where fe-host takes tensors",
+                    describe(&other)
+                )),
+                None => Err(format!(
+                    "field `{name}` is named twice in `outputs`, or forward returned fewer fields than its signature"
+                )),
+            }
+        })
+        .collect()
 }
 
 fn describe(value: &IValue) -> &'static str {

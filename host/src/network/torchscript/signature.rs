@@ -17,8 +17,11 @@ pub struct Argument {
 pub enum Returns {
     /// One tensor: one output key.
     Tensor,
-    /// A tuple of this many tensors: one key each, in order.
+    /// A tuple of this many tensors (or `Optional[Tensor]`s): one key each, in order.
     Tuple(usize),
+    /// A NamedTuple of tensors (or `Optional[Tensor]`s), by field name: one key each, in
+    /// order, or the fields the model's `outputs` names.
+    NamedTuple(Vec<String>),
     /// A list of tensors, whose length is known only when it runs.
     List,
     /// A `Dict[str, Tensor]`: entries are taken by the names the model's `outputs` gives.
@@ -72,6 +75,7 @@ impl Signature {
         let returns = match &self.returns {
             Returns::Tensor => "Tensor".to_owned(),
             Returns::Tuple(n) => format!("tuple of {n} tensors"),
+            Returns::NamedTuple(fields) => format!("NamedTuple({})", fields.join(", ")),
             Returns::List => "List[Tensor]".to_owned(),
             Returns::Dict => "Dict[str, Tensor]".to_owned(),
             Returns::Other(kind) => kind.clone(),
@@ -108,12 +112,22 @@ impl Signature {
     }
 
     /// Why `outputs` keys cannot take what `forward` returns, if they cannot. `named` are the
-    /// dict entries the model's `outputs` setting picks (for a dict return).
+    /// dict entries or NamedTuple fields the model's `outputs` setting picks.
     pub fn check_outputs(&self, outputs: usize, named: Option<&[String]>) -> Result<(), String> {
         let gives = match (&self.returns, named) {
             (Returns::Tensor, _) => 1,
             (Returns::Tuple(n), _) => *n,
             (Returns::List, _) => return Ok(()),
+            (Returns::NamedTuple(fields), None) => fields.len(),
+            (Returns::NamedTuple(fields), Some(names)) => {
+                if let Some(unknown) = names.iter().find(|n| !fields.contains(n)) {
+                    return Err(format!(
+                        "`outputs` names field `{unknown}`, but {} has none such",
+                        self.describe()
+                    ));
+                }
+                names.len()
+            }
             (Returns::Dict, Some(names)) => names.len(),
             (Returns::Dict, None) => {
                 return Err(format!(
@@ -150,10 +164,27 @@ impl Returns {
         if kind.starts_with("Dict(str, Tensor") || kind.starts_with("Dict[str, Tensor") {
             return Returns::Dict;
         }
+        let tensor = |kind: &str| matches!(kind, "Tensor" | "Tensor?");
         if let Some(inner) = kind.strip_prefix('(').and_then(|k| k.strip_suffix(')')) {
             let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
-            if parts.iter().all(|p| *p == "Tensor") {
+            if parts.iter().all(|p| tensor(p)) {
                 return Returns::Tuple(parts.len());
+            }
+        }
+        // The shim's `NamedTuple(name: Type, ...)`.
+        if let Some(inner) = kind
+            .strip_prefix("NamedTuple(")
+            .and_then(|k| k.strip_suffix(')'))
+        {
+            let fields: Option<Vec<String>> = inner
+                .split(',')
+                .map(|field| {
+                    let (name, kind) = field.split_once(':')?;
+                    tensor(kind.trim()).then(|| name.trim().to_owned())
+                })
+                .collect();
+            if let Some(fields) = fields.filter(|f| !f.is_empty()) {
+                return Returns::NamedTuple(fields);
             }
         }
         Returns::Other(kind.to_owned())
@@ -182,6 +213,15 @@ mod tests {
         assert_eq!(Returns::of("Tensor[]"), Returns::List);
         assert_eq!(Returns::of("Dict(str, Tensor)"), Returns::Dict);
         assert_eq!(Returns::of("int"), Returns::Other("int".into()));
+        assert_eq!(Returns::of("(Tensor, Tensor?)"), Returns::Tuple(2));
+        assert_eq!(
+            Returns::of("NamedTuple(logits: Tensor, aux: Tensor?)"),
+            Returns::NamedTuple(vec!["logits".into(), "aux".into()])
+        );
+        assert_eq!(
+            Returns::of("NamedTuple(logits: Tensor, n: int)"),
+            Returns::Other("NamedTuple(logits: Tensor, n: int)".into())
+        );
         assert!(Signature::parse("garbage").is_err());
     }
 
@@ -218,6 +258,21 @@ mod tests {
             .contains("outputs = ["));
         let names = ["a".to_owned()];
         assert!(dict.check_outputs(1, Some(&names)).is_ok());
+        let named =
+            Signature::parse("x\tTensor\t0\n->\tNamedTuple(logits: Tensor, aux: Tensor?)\n")
+                .unwrap();
+        assert!(named.check_outputs(2, None).is_ok());
+        assert!(named
+            .check_outputs(3, None)
+            .unwrap_err()
+            .contains("gives 2"));
+        let aux = ["aux".to_owned()];
+        assert!(named.check_outputs(1, Some(&aux)).is_ok());
+        let typo = ["logit".to_owned()];
+        assert!(named
+            .check_outputs(1, Some(&typo))
+            .unwrap_err()
+            .contains("names field `logit`"));
         let int = Signature::parse("x\tTensor\t0\n->\tint\n").unwrap();
         assert!(int.check_outputs(1, None).is_err());
     }

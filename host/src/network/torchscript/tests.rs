@@ -142,14 +142,15 @@ fn a_file_that_is_not_torchscript_is_refused() {
     std::fs::write(&file, b"PK\x03\x04 not really").unwrap();
     let err = TorchScriptModel::load(&file, Device::Cpu, None)
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(err.starts_with("is not a TorchScript module"), "{err}");
     assert!(!err.contains('\n'), "one line: {err}");
     let _ = std::fs::remove_file(file);
     let err = TorchScriptModel::load(&dir.join("missing.pt"), Device::Cpu, None)
         .err()
         .unwrap();
-    assert_eq!(err, "no such file");
+    assert_eq!(err, super::LoadError::Unusable("no such file".into()));
 }
 
 #[test]
@@ -160,4 +161,38 @@ fn libtorch_advice_about_corrupted_checkpoints_is_cut_from_the_reason() {
         "PytorchStreamReader failed reading zip archive: not a ZIP archive"
     );
     assert_eq!(super::without_miniz_advice("other"), "other");
+}
+
+/// Flips one byte inside the archive entry whose name ends with `suffix`; returns its name.
+pub(crate) fn corrupt_entry(file: &Path, suffix: &str) -> String {
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(file).unwrap()).unwrap();
+    let (name, at) = (0..archive.len())
+        .find_map(|i| {
+            let entry = archive.by_index(i).unwrap();
+            (entry.name().ends_with(suffix) && entry.size() > 0)
+                .then(|| (entry.name().to_owned(), entry.data_start()))
+        })
+        .expect("an entry to corrupt");
+    let mut bytes = std::fs::read(file).unwrap();
+    bytes[at as usize] ^= 0x40;
+    std::fs::write(file, bytes).unwrap();
+    name
+}
+
+#[test]
+fn a_tensor_entry_failing_its_crc_is_refused_naming_it() {
+    let file = scripted_from("crc", CONV_NET);
+    assert!(TorchScriptModel::load(&file, Device::Cpu, None).is_ok());
+    let entry = corrupt_entry(&file, "/data/0");
+    let err = TorchScriptModel::load(&file, Device::Cpu, None)
+        .err()
+        .unwrap();
+    let super::LoadError::Corrupt(why) = &err else {
+        panic!("not reported as corrupt: {err}");
+    };
+    assert!(
+        why.starts_with(&format!("archive entry `{entry}` fails its CRC-32 check")),
+        "{why}"
+    );
+    let _ = std::fs::remove_file(file);
 }
