@@ -29,6 +29,7 @@ mod overrides;
 mod pipeline;
 mod plugin_kit;
 mod plugin_run_info;
+mod records;
 mod reference;
 mod render;
 mod resume_checks;

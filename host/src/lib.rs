@@ -25,6 +25,7 @@ pub mod optim;
 pub mod pipeline;
 pub mod plugins;
 pub mod predict;
+pub mod record;
 pub mod render;
 pub mod replace;
 pub mod report;
