@@ -243,3 +243,16 @@ fn a_rerun_refuses_a_changed_plugin_or_data_file_unless_allowed() {
     assert_eq!(old.code, 2);
     assert_contains!(old.stderr, "--diff: w0 holds no record.json");
 }
+
+#[test]
+fn a_missing_example_dataset_names_the_command_that_generates_it() {
+    let temp = TempDir::new("record-no-data");
+    copy_example(&temp, "lenet");
+    let out = in_dir(temp.path(), &["run", "examples/lenet.toml", "-q"]);
+    assert_eq!(out.code, 5, "{}", out.stderr);
+    assert_contains!(
+        out.stderr,
+        "No such file or directory (os error 2); generate it: fe-host datagen digits --out data/digits"
+    );
+    assert!(!temp.path().join("runs/lenet/version_0").exists());
+}

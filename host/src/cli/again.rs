@@ -78,7 +78,7 @@ pub(super) fn prepare(args: &mut RunArgs) -> Result<()> {
     args.plugins.plugin_dirs = dirs;
     // Already applied in the recorded text; kept for the commands the run prints.
     args.overrides.set.clone_from(&record.manifest.overrides);
-    args.recorded = Some(Recorded { dir, record, text });
+    args.recorded = Some(Box::new(Recorded { dir, record, text }));
     Ok(())
 }
 

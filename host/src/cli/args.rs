@@ -128,7 +128,7 @@ pub struct RunArgs {
     pub again: Option<PathBuf>,
     /// What `--again` read from its record (filled in by the command, not a flag).
     #[arg(skip)]
-    pub recorded: Option<super::again::Recorded>,
+    pub recorded: Option<Box<super::again::Recorded>>,
     /// auto, cpu, cuda or cuda:N (overrides the manifest's `run.device`).
     #[arg(long)]
     pub device: Option<String>,
