@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds the host and the sample
-# plugins, generates the digits dataset (once, deterministically) and trains LeNet on it.
+# plugins, generates the examples' datasets (once, deterministically) and trains LeNet.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -11,9 +11,14 @@ cargo build --workspace
 # where every run would find it (tests load it from target/debug/examples/).
 rm -f target/debug/libfe_faulty.so
 
-if [ ! -f data/digits/MANIFEST ]; then
-    target/debug/fe-host datagen digits --out data/digits
-fi
+# Every example's data (once, deterministically; a dataset is complete when its MANIFEST is
+# there): digits for lenet and curriculum, cifar for the ResNets and WideResNet, masks for
+# UNet, tokens for the LSTM and the transformer.
+for dataset in digits cifar masks tokens; do
+    if [ ! -f "data/$dataset/MANIFEST" ]; then
+        target/debug/fe-host datagen "$dataset" --out "data/$dataset"
+    fi
+done
 
 # Each run writes into runs/lenet/version_N of its own (a second run never touches the first);
 # `bash scripts/setup.sh --resume` continues the latest one. The run's last lines say where

@@ -31,6 +31,7 @@ mod overwrites;
 mod pipeline;
 mod plugin_kit;
 mod plugin_run_info;
+mod records;
 mod reference;
 mod render;
 mod resume_checks;

@@ -26,6 +26,7 @@ pub mod overwrite;
 pub mod pipeline;
 pub mod plugins;
 pub mod predict;
+pub mod record;
 pub mod render;
 pub mod replace;
 pub mod report;

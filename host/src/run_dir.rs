@@ -297,14 +297,14 @@ pub enum Claim {
     Resumed,
 }
 
-/// Whether version directory `dir` holds anything but its `run.json`: results (logs, models,
-/// checkpoints) that a run starting afresh in it would overwrite.
+/// Whether version directory `dir` holds anything but its `run.json` and its record: results
+/// (logs, models, checkpoints) that a run starting afresh in it would overwrite.
 fn holds_results(dir: &Path) -> Result<bool> {
     match std::fs::read_dir(dir) {
         Ok(entries) => {
             for entry in entries {
                 let entry = entry.map_err(|e| Error::io(dir, e))?;
-                if entry.file_name() != RUN_FILE {
+                if !is_record_file(&entry.file_name()) {
                     return Ok(true);
                 }
             }
@@ -313,6 +313,11 @@ fn holds_results(dir: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::io(dir, e)),
     }
+}
+
+/// `run.json` or a file of [`crate::record`]: what a run writes about itself at start.
+pub fn is_record_file(name: &std::ffi::OsStr) -> bool {
+    name == RUN_FILE || crate::record::FILES.iter().any(|file| name == *file)
 }
 
 fn write_record(dir: &Path, record: &RunRecord) -> Result<()> {

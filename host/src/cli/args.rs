@@ -84,6 +84,17 @@ pub struct OverrideArgs {
     pub set: Vec<String>,
 }
 
+impl RunArgs {
+    /// The manifest file named, or the one `--again`'s record names.
+    pub fn manifest_path(&self) -> PathBuf {
+        match (&self.manifest, &self.recorded) {
+            (Some(path), _) => path.clone(),
+            (None, Some(recorded)) => recorded.record.manifest.file.clone(),
+            (None, None) => PathBuf::new(),
+        }
+    }
+}
+
 impl OverrideArgs {
     /// Reads the manifest at `path` with these overrides applied.
     pub fn load(&self, path: &std::path::Path) -> Result<Manifest> {
@@ -107,9 +118,20 @@ pub struct PluginArgs {
 
 /// `fe-host run`
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("continues").args(["resume", "again"]).multiple(true)))]
 pub struct RunArgs {
     /// The manifest.
-    pub manifest: PathBuf,
+    #[arg(required_unless_present = "again")]
+    pub manifest: Option<PathBuf>,
+    /// Run a recorded run again from its record alone: a version directory
+    /// (`runs/lenet/version_3`) holding `record.json` and `manifest.toml`. Writes a new
+    /// version; refuses a plugin or data file that changed since, unless --allow-changes.
+    /// With `--resume`, continues the newest version of that root (`--epochs` to train longer).
+    #[arg(long, value_name = "VERSION_DIR", conflicts_with_all = ["manifest", "set", "smoke", "load_weights"])]
+    pub again: Option<PathBuf>,
+    /// What `--again` read from its record (filled in by the command, not a flag).
+    #[arg(skip)]
+    pub recorded: Option<Box<super::again::Recorded>>,
     /// auto, cpu, cuda or cuda:N (overrides the manifest's `run.device`).
     #[arg(long)]
     pub device: Option<String>,
@@ -134,8 +156,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "latest|auto|PATH", num_args = 0..=1, default_missing_value = "latest")]
     pub resume: Option<String>,
     /// Resume although the manifest or plugins changed compatibly (more epochs, another log
-    /// interval, a rebuilt plugin); other changes are always refused.
-    #[arg(long, requires = "resume")]
+    /// interval, a rebuilt plugin); other changes are always refused. With `--again`: run
+    /// although a recorded plugin or data file changed.
+    #[arg(long, requires = "continues")]
     pub allow_changes: bool,
     /// Check the manifest in seconds: one training epoch of 5 steps, 2 evaluation steps, a
     /// checkpoint saved into a temporary directory and loaded back. Everything the run writes

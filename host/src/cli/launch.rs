@@ -42,7 +42,7 @@ pub fn launch(nproc: usize, run: &super::RunArgs) -> Result<()> {
     check(nproc, &vars)?;
     // A mistake every rank would make is reported once, before any rank starts: a manifest or
     // override that does not load, a batch the ranks cannot share.
-    let manifest = super::load_manifest(&run.manifest, &run.overrides, run.epochs)?;
+    let manifest = super::again::load(run)?;
     crate::pipeline::check_batch_divides(&manifest, nproc)?;
     let args = without_nproc(std::env::args_os().skip(1).collect());
     let program = std::env::current_exe()

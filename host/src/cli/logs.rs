@@ -1,5 +1,6 @@
 //! `fe-host logs`: plot runs from their logs; a versioned root (`runs/lenet`) stands for its
-//! latest version, or the one `--version` names, and `--list` shows its versions.
+//! latest version, or the one `--version` names, `--list` shows its versions and `--diff`
+//! compares two recorded runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,6 +28,11 @@ pub struct LogsArgs {
     /// nothing.
     #[arg(long, conflicts_with = "version")]
     pub list: bool,
+    /// Compare two recorded runs instead of plotting: settings, what they ran on and final
+    /// metrics (`fe-host logs --diff runs/lenet/version_0 runs/lenet/version_1`; a root means
+    /// its latest version).
+    #[arg(long, conflicts_with_all = ["list", "version", "rates", "all_keys"])]
+    pub diff: bool,
     /// Plot rates too (`steps/sec`); left out by default.
     #[arg(long)]
     pub rates: bool,
@@ -46,6 +52,15 @@ pub fn run(args: LogsArgs) -> Result<()> {
     }
     if args.list {
         return list(&args.paths);
+    }
+    if args.diff {
+        let [a, b] = args.paths.as_slice() else {
+            return Err(Error::Usage(format!(
+                "--diff compares two runs; {} given",
+                args.paths.len()
+            )));
+        };
+        return super::diff::run(&pick_version(a, None)?, &pick_version(b, None)?);
     }
     let paths = args
         .paths

@@ -14,7 +14,10 @@ pub use args::{
     Cli, Command, DatagenCommand, ExportArgs, GeneratedSplits, NewCommand, OverrideArgs,
     PluginArgs, PluginsCommand, PredictArgs, RenderArgs, RunArgs, TrainedArgs, TransformArgs,
 };
+mod again;
+mod diff;
 mod launch;
+mod recording;
 mod run;
 pub use checks::{one_line_usage_error, stdout_failure};
 mod pipeline;
@@ -35,12 +38,13 @@ use crate::plugins::{default_search_path, render_list};
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Run(
-            args @ RunArgs {
-                nproc: Some(nproc), ..
-            },
-        ) => launch::launch(nproc, &args),
-        Command::Run(args) => run::run_manifest(args),
+        Command::Run(mut args) => {
+            again::prepare(&mut args)?;
+            match args.nproc {
+                Some(nproc) => launch::launch(nproc, &args),
+                None => run::run_manifest(args),
+            }
+        }
         Command::Transform(args) => transform(args),
         Command::Predict(args) => predict(args),
         Command::Evaluate(args) => evaluate::run(args),

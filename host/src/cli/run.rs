@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 
-use super::{check_before_building, checkpoint, device, load_manifest, summary, versions, RunArgs};
+use super::{check_before_building, checkpoint, device, summary, versions, RunArgs};
 use crate::components::load_manifest_registry;
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
@@ -14,7 +14,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     // Before anything slow: a signal during set-up must stop the run, even when the process
     // was started with it ignored.
     crate::stop::install_for_setup();
-    let mut manifest = load_manifest(&args.manifest, &args.overrides, args.epochs)?;
+    let mut manifest = super::again::load(&args)?;
     let membership = data_parallel_membership(args.smoke)?;
     if membership.is_some() {
         crate::stop::parent_forwards_signals();
@@ -89,6 +89,20 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         let rank = crate::plugins::Membership::of(membership);
         registry.announce(&crate::plugins::run_info(&manifest, rank));
     }
+    // Identified before anything trains: a rerun whose plugins or data changed is refused
+    // now, and nothing of the record is computed on the per-step path.
+    let pending = match &version {
+        Some(_) => {
+            let world = membership.as_ref().map_or(1, |m| m.world);
+            let pending =
+                super::recording::pending(&args, &manifest, &registry.plugins, device, world)?;
+            if let Some(recorded) = &args.recorded {
+                super::again::check(recorded, &pending.record, args.allow_changes, quiet)?;
+            }
+            Some(pending)
+        }
+        None => None,
+    };
     let options = RunOptions {
         quiet,
         out: Box::new(std::io::stdout()),
@@ -152,12 +166,29 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         if let Some(config) = &manifest.checkpoint {
             crate::checkpoint::check_owner(&config.dir, run_id)?;
         }
-        version.create(run_id, &args.manifest, args.quiet)?;
+        version.create(run_id, &args.manifest_path(), args.quiet)?;
+        if let Some(pending) = pending {
+            if let Err(e) = pending.write(&version.dir.path(), run_id) {
+                version.forget_if_unused();
+                return Err(e);
+            }
+        }
     }
     crate::stop::install();
     let mut outcome = estimator.fit();
-    if let (Err(_), Some(version)) = (&outcome, &version) {
-        version.forget_if_unused();
+    if let Some(version) = &version {
+        let ended = match &outcome {
+            Ok(()) => "completed",
+            Err(Error::Stopped { .. }) => "stopped",
+            Err(_) => "failed",
+        };
+        let written =
+            crate::record::write_end(&version.dir.path(), ended, &estimator.system.summary);
+        if outcome.is_ok() {
+            outcome = written;
+        } else {
+            version.forget_if_unused();
+        }
     }
     if let Err(Error::Stopped {
         resume, checkpoint, ..
@@ -183,7 +214,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
             &manifest,
             &registry,
             &estimator.network.models,
-            &format!("the run of {}", args.manifest.display()),
+            &format!("the run of {}", args.manifest_path().display()),
             system.as_ref(),
             dir,
         )
@@ -243,7 +274,10 @@ fn relaunch(membership: &crate::dist::Membership) -> String {
 /// overrides with the checkpoint's). `--epochs` only `with_epochs` (a "train longer" line
 /// gives its own).
 fn same_run(args: &RunArgs, with_epochs: bool) -> String {
-    let mut words = vec![same_model(args)];
+    let mut words = vec![match &args.again {
+        Some(dir) => format!("--again {}", shell_word(&dir.to_string_lossy())),
+        None => same_model(args),
+    }];
     if let Ok(nproc) = std::env::var(super::launch::LAUNCHED_BY) {
         words.push(format!("--nproc {}", shell_word(&nproc)));
     }
@@ -259,11 +293,12 @@ fn same_run(args: &RunArgs, with_epochs: bool) -> String {
 /// The manifest, `--set` overrides and `--plugin-dir`s of `args`, as shell words: what
 /// `predict` and `export` need to build the model and prepare its inputs as the run did.
 fn same_model(args: &RunArgs) -> String {
-    let mut words = vec![shell_word(&args.manifest.to_string_lossy())];
+    let mut words = vec![shell_word(&args.manifest_path().to_string_lossy())];
     for set in &args.overrides.set {
         words.push(format!("--set {}", shell_word(set)));
     }
-    for dir in &args.plugins.plugin_dirs {
+    let own = args.plugins.plugin_dirs.iter();
+    for dir in own.filter(|dir| !super::again::is_recorded_plugin(args, dir)) {
         words.push(format!(
             "--plugin-dir {}",
             shell_word(&dir.to_string_lossy())

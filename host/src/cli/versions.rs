@@ -67,21 +67,21 @@ impl Chosen {
         Ok(())
     }
 
-    /// After a failed run: a new version it wrote nothing into but its `run.json` (it failed
-    /// at start, in the warm-up say) is removed and `latest` named what it named before, so
-    /// the failure leaves nothing behind.
+    /// After a failed run: a new version it wrote nothing into but its `run.json` and record
+    /// (it failed at start, in the warm-up say) is removed and `latest` named what it named
+    /// before, so the failure leaves nothing behind.
     pub fn forget_if_unused(&self) {
         let dir = self.dir.path();
-        let unused = std::fs::read_dir(&dir)
-            .map(|entries| {
-                let names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
-                names.len() == 1 && names[0] == run_dir::RUN_FILE
-            })
-            .unwrap_or(false);
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .map(|entries| entries.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        let unused = !names.is_empty() && names.iter().all(|n| run_dir::is_record_file(n));
         if !self.fresh || !unused {
             return;
         }
-        let _ = std::fs::remove_file(dir.join(run_dir::RUN_FILE));
+        for name in names {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
         let _ = std::fs::remove_dir(&dir);
         match self.previous {
             Some(version) => {

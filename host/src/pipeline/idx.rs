@@ -82,7 +82,14 @@ impl IdxArray {
 
 /// Reads a whole IDX file.
 pub fn read(path: &Path) -> Result<IdxArray> {
-    let bytes = std::fs::read(path).map_err(|e| Error::data(path, format!("cannot read: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::NotFound => crate::datagen::missing_hint(path),
+            _ => None,
+        };
+        let hint = hint.map(|h| format!("; {h}")).unwrap_or_default();
+        Error::data(path, format!("cannot read: {e}{hint}"))
+    })?;
     parse(&bytes).map_err(|message| Error::data(path, message))
 }
 
