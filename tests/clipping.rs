@@ -3,7 +3,13 @@
 //! the ranks (so two ranks end as one process does), and values that cannot be meant are
 //! refused at their key. Bit-exactness against torch's `clip_grad_*_`: `optim::parity`.
 
+use fe_host::network::precision::GradScaler;
+use fe_host::network::{Keys, Network};
+use tch::Tensor;
+
 use crate::dist::{last, manifest, max_difference, train, SGD};
+use crate::network::{build, data, weights, LINEAR};
+use crate::updates::{overflowing_batch, scale_of, train_step};
 use crate::util::{run_failing, TempDir};
 
 /// The LeNet manifest of `dist` with `fields` added to its UpdateOp.
@@ -104,4 +110,99 @@ fn updates_of_one_model_that_clip_differently_are_refused() {
         "{}",
         out.stderr
     );
+}
+
+/// `lin` (sgd, lr 1) updated on `mse` with `fields` added to its UpdateOp.
+fn linear(fields: &str) -> (Network, Keys) {
+    let text = format!(
+        "{}\n[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse\"\n{fields}\n",
+        LINEAR.replace("lr = 0.1", "lr = 1.0")
+    );
+    build(&text).unwrap()
+}
+
+/// The L2 norm of how far the weights moved from `start`.
+fn moved(network: &Network, start: &[Tensor]) -> f64 {
+    weights(network)
+        .iter()
+        .zip(start)
+        .map(|(now, then)| {
+            (now - then)
+                .square()
+                .sum(tch::Kind::Double)
+                .double_value(&[])
+        })
+        .sum::<f64>()
+        .sqrt()
+}
+
+#[test]
+fn a_loss_scale_is_taken_off_before_clipping_and_an_overflow_stays_skipped() {
+    // With a scale of 1024 (exact in binary), gradients unscaled before clipping give the very
+    // weights of an unscaled run; clipped while scaled they would be 1024 times further off.
+    for optimizer in [
+        "{ type = \"sgd\", lr = 1.0 }",
+        "{ type = \"sgd\", lr = 1.0, momentum = 0.9 }",
+    ] {
+        let text = format!(
+            "{}\n[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse\"\nclip_norm = 0.01\n",
+            LINEAR.replace("{ type = \"sgd\", lr = 0.1 }", optimizer)
+        );
+        let (mut plain, keys) = build(&text).unwrap();
+        let (mut scaled, _) = build(&text).unwrap();
+        scaled.models[0].scaler = Some(GradScaler::with_scale(1024.0));
+        let start = weights(&scaled);
+        let (x, y) = data(5);
+        let values = [("x", x), ("y", y)];
+        train_step(&mut plain, &keys, &values, 1).unwrap();
+        train_step(&mut scaled, &keys, &values, 1).unwrap();
+        assert!((moved(&scaled, &start) - 0.01).abs() < 1e-6, "{optimizer}");
+        let (a, b) = (weights(&plain), weights(&scaled));
+        assert!(a.iter().zip(&b).all(|(a, b)| a.equal(b)), "{optimizer}");
+        let (x, y) = overflowing_batch();
+        train_step(&mut scaled, &keys, &[("x", x), ("y", y)], 2).unwrap();
+        assert!(
+            weights(&scaled).iter().zip(&b).all(|(a, b)| a.equal(b)),
+            "{optimizer}"
+        );
+        assert_eq!(scale_of(&scaled), (512.0, 1), "{optimizer}");
+    }
+}
+
+#[test]
+fn the_fused_adam_path_clips_before_deciding_on_the_device() {
+    let text = format!(
+        "{}\n[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lin\"\nloss = \"mse\"\nclip_value = 1e-4\n",
+        LINEAR.replace("{ type = \"sgd\", lr = 0.1 }", "{ type = \"adam\", lr = 0.1 }")
+    );
+    let (mut plain, keys) = build(&text).unwrap();
+    let (mut scaled, _) = build(&text).unwrap();
+    scaled.models[0].scaler = Some(GradScaler::with_scale(1024.0));
+    let start = weights(&scaled);
+    let (x, y) = overflowing_batch();
+    train_step(&mut scaled, &keys, &[("x", x), ("y", y)], 1).unwrap();
+    assert!(weights(&scaled).iter().zip(&start).all(|(a, b)| a.equal(b)));
+    assert_eq!(scale_of(&scaled), (512.0, 1));
+    // Clamped to 1e-4 and unscaled, the first Adam step is the same with and without a scale.
+    for network in [&mut plain, &mut scaled] {
+        let (x, y) = data(5);
+        train_step(network, &keys, &[("x", x), ("y", y)], 2).unwrap();
+    }
+    let (a, b) = (weights(&plain), weights(&scaled));
+    assert!(a.iter().zip(&b).all(|(a, b)| a.equal(b)));
+}
+
+#[test]
+fn merge_grad_clips_the_mean_of_its_calls() {
+    // SGD with lr 1 moves the weights by exactly the clipped gradient: the clipped mean has
+    // norm 0.01, while clipping each call before averaging would move them less (the two
+    // calls' gradients point different ways).
+    let (mut network, keys) = linear("merge_grad = 2\nclip_norm = 0.01");
+    let start = weights(&network);
+    for call in 1..=2 {
+        let (x, y) = data(call as i64 + 40);
+        train_step(&mut network, &keys, &[("x", x), ("y", y)], call).unwrap();
+    }
+    let distance = moved(&network, &start);
+    assert!((distance - 0.01).abs() < 1e-6, "moved {distance}");
 }
