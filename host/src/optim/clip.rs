@@ -74,7 +74,7 @@ impl ClipConfig {
             (Some(max_norm), None) => {
                 let max_norm = positive("clip_norm", max_norm)?;
                 let norm_type = self.norm_type.unwrap_or(2.0);
-                if !(norm_type >= 1.0) {
+                if norm_type.is_nan() || norm_type < 1.0 {
                     return Err((
                         "norm_type",
                         format!("must be a number of at least 1, or inf (got {norm_type})"),
