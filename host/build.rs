@@ -25,11 +25,12 @@ fn main() {
     compile_shim(Path::new(&lib_dir));
 }
 
-/// The small C++ shim for libtorch features tch does not expose (csrc/shim.cpp), compiled
+/// The small C++ shim for libtorch features tch does not expose (csrc/shim.cpp, csrc/optim.cpp), compiled
 /// against the same headers and ABI flag torch-sys uses.
 fn compile_shim(lib_dir: &Path) {
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
     println!("cargo:rerun-if-changed=csrc/torchscript.cpp");
+    println!("cargo:rerun-if-changed=csrc/optim.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     let include = lib_dir
         .parent()
@@ -46,6 +47,7 @@ fn compile_shim(lib_dir: &Path) {
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={}", abi.trim()))
         .file("csrc/shim.cpp")
         .file("csrc/torchscript.cpp")
+        .file("csrc/optim.cpp")
         .compile("fe_shim");
     compile_dist(&include, abi.trim());
     compile_nccl(lib_dir, &include, abi.trim());

@@ -11,6 +11,7 @@ mod bad_inputs;
 mod cards;
 mod checkpoints;
 mod cli_errors;
+mod clipping;
 mod console;
 mod devices;
 mod dist;

@@ -13,7 +13,7 @@ use tch::Tensor;
 use crate::network::{batch, build, data, random, step, weights, LINEAR};
 
 /// Runs one train step of `network` on `values`.
-fn train_step(
+pub(crate) fn train_step(
     network: &mut Network,
     keys: &fe_host::network::Keys,
     values: &[(&str, Tensor)],
@@ -153,12 +153,12 @@ fn scaled_linear(optimizer: &str, merge_grad: u32) -> (Network, fe_host::network
     (network, keys)
 }
 
-fn overflowing_batch() -> (Tensor, Tensor) {
+pub(crate) fn overflowing_batch() -> (Tensor, Tensor) {
     let (x, y) = data(31);
     (x * 1e30, y)
 }
 
-fn scale_of(network: &Network) -> (f64, u64) {
+pub(crate) fn scale_of(network: &Network) -> (f64, u64) {
     let scaler = network.models[0]
         .scaler
         .as_ref()

@@ -18,6 +18,9 @@ const UPDATE_OP: &[Field] = &[
     Field::optional("gradients", "string | [string]", "none", "Gradients to apply instead: one key flattened, or one per trainable parameter (GradientOp's outputs)"),
     Field::optional("merge_grad", "integer", "1", "Accumulate the gradients of this many calls and apply their average"),
     Field::optional("defer", "bool", "false", "Apply the update after every op of the step has run (trailing updates always are)"),
+    Field::optional("clip_norm", "float", "none", "Scale the gradients to this total norm at most (torch.nn.utils.clip_grad_norm_)"),
+    Field::optional("norm_type", "float", "2", "The p of clip_norm's p-norm; inf for the largest magnitude"),
+    Field::optional("clip_value", "float", "none", "Clamp every gradient element into [-clip_value, clip_value] (clip_grad_value_); not with clip_norm"),
 ];
 
 const GRADIENT_OP: &[Field] = &[

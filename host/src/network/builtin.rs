@@ -5,6 +5,7 @@ use serde::Deserialize;
 use tch::Tensor;
 
 use super::model::ModelSlot;
+use crate::optim::Clip;
 
 /// `[[network.ops]] op = "ModelOp"`
 #[derive(Deserialize, Debug)]
@@ -56,6 +57,15 @@ pub struct UpdateOpConfig {
     /// Apply the update after every op of the step has run.
     #[serde(default)]
     pub defer: bool,
+    /// Clip the gradients' total norm to this (`torch.nn.utils.clip_grad_norm_`).
+    #[serde(default)]
+    pub clip_norm: Option<f64>,
+    /// The p of `clip_norm`'s p-norm (default 2; `inf` for the largest magnitude).
+    #[serde(default)]
+    pub norm_type: Option<f64>,
+    /// Clamp every gradient element into `[-clip_value, clip_value]` (`clip_grad_value_`).
+    #[serde(default)]
+    pub clip_value: Option<f64>,
 }
 
 /// `gradients = "g"` or `gradients = ["g_bias", "g_weight"]`.
@@ -88,6 +98,8 @@ pub struct UpdateOp {
     pub merge_grad: u32,
     /// Manifest value of `defer` (the network may defer trailing updates regardless).
     pub defer: bool,
+    /// Gradient clipping, applied to what the optimizer steps with.
+    pub clip: Option<Clip>,
     /// Calls so far (for `merge_grad`).
     pub calls: u64,
     /// Accumulated gradients (for `merge_grad`).
@@ -111,6 +123,8 @@ pub struct Deferred {
     pub found_inf: Option<Tensor>,
     /// The gradients are already averaged over the ranks (during the backward pass).
     pub averaged: bool,
+    /// Clipping of the update's op (the same for every update of a model, checked at build).
+    pub clip: Option<Clip>,
 }
 
 impl Deferred {
@@ -121,6 +135,13 @@ impl Deferred {
             // Cannot happen: only a model's sole update is averaged during backward.
             return Err(format!(
                 "internal error: an update averaged over the ranks joined with one that is not (model {})",
+                self.model
+            ));
+        }
+        if self.clip != other.clip {
+            // Cannot happen either: the network refuses a model whose updates clip differently.
+            return Err(format!(
+                "internal error: updates of model {} that clip differently joined into one step",
                 self.model
             ));
         }
@@ -187,6 +208,7 @@ impl UpdateOp {
             grads,
             found_inf,
             averaged,
+            clip: self.clip,
         };
         match (defer, pending) {
             (true, Some(index)) => deferred[index].absorb(update),
@@ -198,7 +220,12 @@ impl UpdateOp {
                 if let Some(index) = pending {
                     update.absorb(deferred.remove(index))?;
                 }
-                model.apply(&update.grads, update.found_inf.as_ref(), averaged)
+                model.apply(
+                    &update.grads,
+                    update.found_inf.as_ref(),
+                    averaged,
+                    self.clip,
+                )
             }
         }
     }

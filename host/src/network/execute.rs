@@ -308,7 +308,12 @@ pub fn apply_deferred(
         let model = &mut models[update.model];
         let name = model.name.clone();
         model
-            .apply(&update.grads, update.found_inf.as_ref(), update.averaged)
+            .apply(
+                &update.grads,
+                update.found_inf.as_ref(),
+                update.averaged,
+                update.clip,
+            )
             .map_err(|message| {
                 Error::builtin("UpdateOp", "update", format!("{name}: {message}"))
             })?;

@@ -3,7 +3,7 @@
 use tch::{Device, Tensor};
 
 use super::precision::GradScaler;
-use crate::optim::Optimizer;
+use crate::optim::{Clip, Optimizer};
 use crate::plugins::handles::ModelHandle;
 use crate::schedule::{InForce, LrSchedule};
 
@@ -201,14 +201,25 @@ impl ModelSlot {
     /// Steps the optimizer with `grads`, or skips the step when `found_inf` (mixed precision)
     /// says they overflowed; then updates the loss scale. In a data-parallel run the gradients
     /// are first averaged over the ranks and an overflow on any rank skips the step on all, so
-    /// the replicas stay equal.
+    /// the replicas stay equal. `clip` applies to the gradients the optimizer steps with:
+    /// unscaled and averaged, as Lightning clips after `unscale_` and DDP's all-reduce.
     pub fn apply(
         &mut self,
         grads: &[Tensor],
         found_inf: Option<&Tensor>,
         averaged_already: bool,
+        clip: Option<Clip>,
     ) -> Result<(), String> {
+        let mut clip = clip;
+        let mut grads = grads;
+        let clipped_first;
         if let (None, Some(flag)) = (&self.sync, found_inf) {
+            // The device decides the skip here, so clipping cannot wait for the flag; the
+            // gradients of a skipped step are discarded, clipped or not.
+            if let Some(c) = clip.take() {
+                clipped_first = c.apply(grads)?;
+                grads = &clipped_first;
+            }
             if self.step_deciding_on_device(grads, flag)? {
                 return Ok(());
             }
@@ -224,6 +235,14 @@ impl ModelSlot {
                 overflow = update.overflow;
                 averaged = update.grads;
                 &averaged[..]
+            }
+            _ => grads,
+        };
+        let clipped;
+        let grads = match clip {
+            Some(c) if !overflow => {
+                clipped = c.apply(grads)?;
+                &clipped[..]
             }
             _ => grads,
         };

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use super::{no_grad, saved_state, Optimizer, Parameters, PerParameter};
+use super::{no_grad, ops, saved_state, Optimizer, Parameters, PerParameter};
 
 /// `optimizer = { type = "adam", lr = 1e-3, betas = [0.9, 0.999], eps = 1e-8 }`
 #[derive(Deserialize, Serialize, Debug, Clone)]
@@ -24,8 +24,9 @@ pub struct AdamConfig {
     /// Use the maximum of past second moments (AMSGrad).
     #[serde(default)]
     pub amsgrad: bool,
-    /// Run libtorch's fused kernel (one launch for all parameters). Results match the
-    /// per-tensor path to float rounding; set `false` for bit-exact PyTorch `foreach=False`.
+    /// Run libtorch's fused kernel (one launch for all parameters), bit-identical to PyTorch's
+    /// `fused=True`; `false` runs the per-tensor ops, bit-identical to PyTorch's default
+    /// (`foreach=None`, which is `foreach=False` on CPU). The two differ in the last bits.
     #[serde(default = "yes")]
     pub fused: bool,
 }
@@ -165,29 +166,34 @@ impl Optimizer for Adam {
         let (beta1, beta2) = self.config.betas;
         let (lr, eps, amsgrad) = (self.config.lr, self.config.eps, self.config.amsgrad);
         let weight_decay = self.weight_decay();
-        let bias_correction1 = 1.0 - beta1.powi(self.step as i32);
-        let bias_correction2_sqrt = (1.0 - beta2.powi(self.step as i32)).sqrt();
+        // `_single_tensor_adam` of torch 2.11 (not capturable), op for op and scalar for scalar:
+        // the step count is a float there, and `**` is C's `pow`.
+        let step = self.step as f64;
+        let bias_correction1 = 1.0 - ops::py_pow(beta1, step);
+        let bias_correction2 = 1.0 - ops::py_pow(beta2, step);
         let step_size = lr / bias_correction1;
+        let bias_correction2_sqrt = ops::py_pow(bias_correction2, 0.5);
         no_grad(|| {
             for (i, (param, grad)) in params.iter().zip(grads).enumerate() {
                 if !grad.defined() {
                     continue;
                 }
-                let mut p = param.shallow_clone();
-                let g = if weight_decay != 0.0 && !self.decoupled {
-                    grad.f_add(&param.f_mul_scalar(weight_decay)?)?
-                } else {
-                    grad.shallow_clone()
-                };
-                if weight_decay != 0.0 && self.decoupled {
-                    let _ = p.f_mul_scalar_(1.0 - lr * weight_decay)?;
+                let mut g = grad.shallow_clone();
+                if weight_decay != 0.0 {
+                    if self.decoupled {
+                        let _ = param
+                            .shallow_clone()
+                            .f_mul_scalar_(1.0 - lr * weight_decay)?;
+                    } else {
+                        g = ops::add(grad, param, weight_decay)?;
+                    }
                 }
                 let m = self.exp_avg.get_or_zeros(i, param)?;
                 let _ = m.f_lerp_(&g, 1.0 - beta1)?;
                 let m = m.shallow_clone();
                 let v = self.exp_avg_sq.get_or_zeros(i, param)?;
                 let _ = v.f_mul_scalar_(beta2)?;
-                let _ = v.f_add_(&g.f_square()?.f_mul_scalar(1.0 - beta2)?)?;
+                ops::addcmul_(v, &g, &g, 1.0 - beta2)?;
                 let second = if amsgrad {
                     let max = self.max_exp_avg_sq.get_or_zeros(i, param)?;
                     let _ = max.f_maximum_out(&max.shallow_clone(), v)?;
@@ -195,11 +201,9 @@ impl Optimizer for Adam {
                 } else {
                     v.shallow_clone()
                 };
-                let denom = second
-                    .f_sqrt()?
-                    .f_div_scalar(bias_correction2_sqrt)?
-                    .f_add_scalar(eps)?;
-                let _ = p.f_sub_(&m.f_div(&denom)?.f_mul_scalar(step_size)?)?;
+                let mut denom = second.f_sqrt()?.f_div_scalar(bias_correction2_sqrt)?;
+                let _ = denom.f_add_scalar_(eps)?;
+                ops::addcdiv_(param, &m, &denom, -step_size)?;
             }
             Ok(())
         })

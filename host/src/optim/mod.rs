@@ -2,10 +2,14 @@
 //! tensors plus JSON hyper-parameters: checkpoints save and restore it exactly, which libtorch's
 //! own optimizers (behind tch) do not allow.
 //!
-//! Each follows PyTorch's update rule for the single-tensor (non-foreach) path.
+//! Each runs the op sequence of torch 2.11's single-tensor path (what `foreach=None` picks on
+//! CPU), with the same in-place ops and `f64` scalars, so its updates are bit-identical to
+//! `torch.optim`'s there; fused Adam/AdamW run the same fused kernel as `fused=True`.
 
 mod adam;
 mod check;
+mod clip;
+mod ops;
 mod rmsprop;
 mod saved_state;
 mod sgd;
@@ -16,6 +20,7 @@ use tch::Tensor;
 use crate::schedule::LrSchedule;
 
 pub use adam::{Adam, AdamConfig};
+pub use clip::{Clip, ClipConfig};
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use saved_state::Parameters;
 pub use sgd::{Sgd, SgdConfig};
@@ -206,3 +211,6 @@ pub(crate) fn no_grad<T>(f: impl FnOnce() -> T) -> T {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod parity;

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use super::{no_grad, saved_state, Optimizer, Parameters, PerParameter};
+use super::{no_grad, ops, saved_state, Optimizer, Parameters, PerParameter};
 
 /// `optimizer = { type = "rmsprop", lr = 0.01, alpha = 0.99, momentum = 0.0, centered = false }`
 #[derive(Deserialize, Serialize, Debug, Clone)]
@@ -68,36 +68,38 @@ impl Optimizer for RmsProp {
 
     fn step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError> {
         let c = self.config.clone();
+        // `_single_tensor_rmsprop` of torch 2.11, op for op.
         no_grad(|| {
             for (i, (param, grad)) in params.iter().zip(grads).enumerate() {
                 if !grad.defined() {
                     continue;
                 }
-                let mut p = param.shallow_clone();
                 let g = if c.weight_decay != 0.0 {
-                    grad.f_add(&param.f_mul_scalar(c.weight_decay)?)?
+                    ops::add(grad, param, c.weight_decay)?
                 } else {
                     grad.shallow_clone()
                 };
                 let square_avg = self.square_avg.get_or_zeros(i, param)?;
                 let _ = square_avg.f_mul_scalar_(c.alpha)?;
-                let _ = square_avg.f_add_(&g.f_square()?.f_mul_scalar(1.0 - c.alpha)?)?;
+                ops::addcmul_(square_avg, &g, &g, 1.0 - c.alpha)?;
                 let square_avg = square_avg.shallow_clone();
-                let avg = if c.centered {
+                let mut avg = if c.centered {
                     let grad_avg = self.grad_avg.get_or_zeros(i, param)?;
                     let _ = grad_avg.f_lerp_(&g, 1.0 - c.alpha)?;
-                    square_avg.f_sub(&grad_avg.f_square()?)?.f_sqrt()?
+                    let mut avg = ops::addcmul(&square_avg, grad_avg, grad_avg, -1.0)?;
+                    let _ = avg.f_sqrt_()?;
+                    avg
                 } else {
                     square_avg.f_sqrt()?
-                }
-                .f_add_scalar(c.eps)?;
+                };
+                let _ = avg.f_add_scalar_(c.eps)?;
                 if c.momentum > 0.0 {
                     let buf = self.momentum.get_or_zeros(i, param)?;
                     let _ = buf.f_mul_scalar_(c.momentum)?;
-                    let _ = buf.f_add_(&g.f_div(&avg)?)?;
-                    let _ = p.f_sub_(&buf.f_mul_scalar(c.lr)?)?;
+                    ops::addcdiv_(buf, &g, &avg, 1.0)?;
+                    ops::add_(param, buf, -c.lr)?;
                 } else {
-                    let _ = p.f_sub_(&g.f_div(&avg)?.f_mul_scalar(c.lr)?)?;
+                    ops::addcdiv_(param, &g, &avg, -c.lr)?;
                 }
             }
             Ok(())

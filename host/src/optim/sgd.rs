@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use tch::Tensor;
 
-use super::{no_grad, saved_state, Optimizer, Parameters, PerParameter};
+use super::{no_grad, ops, saved_state, Optimizer, Parameters, PerParameter};
 
 /// `optimizer = { type = "sgd", lr = 0.01, momentum = 0.9, nesterov = true }`
 #[derive(Deserialize, Debug, Clone)]
@@ -53,33 +53,34 @@ impl Optimizer for Sgd {
 
     fn step(&mut self, params: &[Tensor], grads: &[Tensor]) -> Result<(), tch::TchError> {
         let c = self.config.clone();
+        // `_single_tensor_sgd` of torch 2.11, op for op (what `foreach=None` runs on CPU).
         no_grad(|| {
             for (i, (param, grad)) in params.iter().zip(grads).enumerate() {
                 if !grad.defined() {
                     continue;
                 }
                 let mut g = if c.weight_decay != 0.0 {
-                    grad.f_add(&param.f_mul_scalar(c.weight_decay)?)?
+                    ops::add(grad, param, c.weight_decay)?
                 } else {
                     grad.shallow_clone()
                 };
                 if c.momentum != 0.0 {
+                    // PyTorch's first buffer is a clone of the gradient: no dampening.
                     let first = !self.momentum.is_set(i);
                     let buf = self.momentum.get_or_zeros(i, param)?;
                     if first {
                         buf.f_copy_(&g)?;
                     } else {
                         let _ = buf.f_mul_scalar_(c.momentum)?;
-                        let _ = buf.f_add_(&g.f_mul_scalar(1.0 - c.dampening)?)?;
+                        ops::add_(buf, &g, 1.0 - c.dampening)?;
                     }
                     g = if c.nesterov {
-                        g.f_add(&buf.f_mul_scalar(c.momentum)?)?
+                        ops::add(&g, buf, c.momentum)?
                     } else {
                         buf.shallow_clone()
                     };
                 }
-                let mut p = param.shallow_clone();
-                let _ = p.f_sub_(&g.f_mul_scalar(c.lr)?)?;
+                ops::add_(param, &g, -c.lr)?;
             }
             Ok(())
         })

@@ -245,3 +245,37 @@ fn a_scheduled_lr_starts_at_its_first_value_and_names_bad_fields() {
     let err = build(&bad.parse().unwrap()).err().unwrap();
     assert_eq!(err.field(), "lr.gama");
 }
+
+#[test]
+fn clip_fields_that_cannot_be_meant_are_named() {
+    let resolve = |clip_norm, norm_type, clip_value| {
+        ClipConfig {
+            clip_norm,
+            norm_type,
+            clip_value,
+        }
+        .resolve()
+    };
+    assert_eq!(resolve(None, None, None), Ok(None));
+    assert_eq!(
+        resolve(Some(1.0), Some(f64::INFINITY), None),
+        Ok(Some(Clip::Norm {
+            max_norm: 1.0,
+            norm_type: f64::INFINITY
+        }))
+    );
+    assert_eq!(resolve(None, None, Some(0.5)), Ok(Some(Clip::Value(0.5))));
+    for (fields, field) in [
+        ((Some(0.0), None, None), "clip_norm"),
+        ((Some(f64::INFINITY), None, None), "clip_norm"),
+        ((Some(f64::NAN), None, None), "clip_norm"),
+        ((None, None, Some(-1.0)), "clip_value"),
+        ((Some(1.0), None, Some(1.0)), "clip_value"),
+        ((Some(1.0), Some(0.5), None), "norm_type"),
+        ((Some(1.0), Some(f64::NAN), None), "norm_type"),
+        ((None, Some(2.0), None), "norm_type"),
+    ] {
+        let err = resolve(fields.0, fields.1, fields.2).unwrap_err();
+        assert_eq!(err.0, field, "{fields:?}: {}", err.1);
+    }
+}

@@ -5,6 +5,7 @@
 
 pub(crate) mod meta;
 mod models;
+mod update;
 
 use meta::{ListConfig, RepeatConfig, SometimesConfig};
 pub use models::describe_table;
@@ -13,9 +14,7 @@ use models::{build_model, check_precision};
 use fe_plugin_api::{ComponentKind, DeviceSpec};
 use tch::Device;
 
-use super::builtin::{
-    GradientKeys, GradientOp, GradientOpConfig, ModelOp, ModelOpConfig, UpdateOp, UpdateOpConfig,
-};
+use super::builtin::{GradientOp, GradientOpConfig, ModelOp, ModelOpConfig};
 use super::meta::MetaOp;
 use super::model::ModelSlot;
 use super::node::{OpKind, OpNode};
@@ -61,6 +60,7 @@ pub fn build(
         registry,
         models: &models,
         device,
+        clips: Default::default(),
     };
     // A scheduled entry becomes one node per value, each created once and in force in its own
     // epochs, so a component that comes back keeps its state.
@@ -93,6 +93,8 @@ struct Builder<'a> {
     registry: &'a Registry,
     models: &'a [ModelSlot],
     device: Device,
+    /// The clipping of each model's first UpdateOp, which every other update of it must share.
+    clips: std::cell::RefCell<Vec<(usize, Option<crate::optim::Clip>)>>,
 }
 
 fn host_config<T: serde::de::DeserializeOwned>(
@@ -373,105 +375,6 @@ impl Builder<'_> {
                 ))
             }
         }
-    }
-
-    fn update_op(&self, spec: &ComponentSpec, keys: &mut Keys) -> Result<OpNode> {
-        let manifest = self.manifest;
-        let config: UpdateOpConfig = host_config(manifest, spec)?;
-        let model = self.model_index(spec, &config.model)?;
-        if !spec.inputs.is_empty() || !spec.outputs.is_empty() {
-            return Err(manifest.error_at(
-                &spec.path,
-                "UpdateOp takes its input as `loss = \"<key>\"` (or `gradients = \"<key>\"`) and has no outputs",
-            ));
-        }
-        // FastEstimator's rules: `loss` always names the model's loss; with `gradients` those
-        // are applied instead of differentiating it.
-        let Some(loss) = config.loss else {
-            return Err(manifest.error_at(
-                &spec.path,
-                "UpdateOp needs `loss`: the key of the loss it trains on (with `gradients`, the loss they come from, logged as the model's loss)",
-            ));
-        };
-        crate::schedule::validate_key(&loss)
-            .map_err(|e| manifest.error_at(&spec.path.key("loss"), e))?;
-        let (gradient_keys, per_parameter) = match config.gradients {
-            None => (Vec::new(), false),
-            Some(GradientKeys::Flat(key)) => (vec![key], false),
-            Some(GradientKeys::PerParameter(keys)) => (keys, true),
-        };
-        for key in &gradient_keys {
-            crate::schedule::validate_key(key)
-                .map_err(|e| manifest.error_at(&spec.path.key("gradients"), e))?;
-        }
-        let gradients_input = !gradient_keys.is_empty() || per_parameter;
-        if config.merge_grad == 0 {
-            return Err(manifest.error_at(&spec.path.key("merge_grad"), "must be at least 1"));
-        }
-        let slot = &self.models[model];
-        if slot.trainable && slot.params.is_empty() {
-            // Without this, the first step failed inside the optimizer, after the run's
-            // version and outputs were made.
-            return Err(manifest.error_at(
-                &spec.path.key("model"),
-                format!(
-                    "model `{}` has no trainable parameters, so this UpdateOp has nothing to update: remove the UpdateOp (its ModelOp still runs the model), or give the model parameters (a module saved after torch.jit.freeze, or whose parameters all have requires_grad = False, has none)",
-                    slot.name
-                ),
-            ));
-        }
-        if per_parameter && gradient_keys.len() != slot.params.len() {
-            return Err(manifest.error_at(
-                &spec.path.key("gradients"),
-                format!(
-                    "{} keys for the {} trainable parameters of model `{}` ({})",
-                    gradient_keys.len(),
-                    slot.params.len(),
-                    slot.name,
-                    slot.param_names.join(", ")
-                ),
-            ));
-        }
-        if !slot.trainable || slot.optimizers.is_empty() {
-            let why = if slot.trainable {
-                "has no optimizer"
-            } else {
-                "is not trainable"
-            };
-            return Err(manifest.error_at(
-                &spec.path.key("model"),
-                format!("model `{}` {why}", slot.name),
-            ));
-        }
-        if gradients_input && slot.mixed_precision {
-            return Err(manifest.error_at(
-                &spec.path.key("gradients"),
-                "mixed-precision training cannot take input gradients, because the gradients need to be computed in this op",
-            ));
-        }
-        let inputs = if gradients_input {
-            gradient_keys.clone()
-        } else {
-            vec![loss.clone()]
-        };
-        let op = UpdateOp {
-            model,
-            gradients_input,
-            loss: keys.intern(&loss),
-            loss_name: loss.clone(),
-            gradient_keys: if per_parameter {
-                gradient_keys
-            } else {
-                Vec::new()
-            },
-            merge_grad: config.merge_grad,
-            defer: config.defer,
-            calls: 0,
-            grad_sum: Vec::new(),
-            found_inf_sum: None,
-        };
-        let modes = self.modes(spec, "train")?;
-        Ok(self.node(spec, OpKind::Update(op), &inputs, &[], modes, keys))
     }
 
     fn slicer(&self, spec: &ComponentSpec, keys: &mut Keys) -> Result<SlicerNode> {
