@@ -20,6 +20,8 @@ pub use pipeline::PipelineArgs;
 mod scaffold;
 pub use scaffold::NewPluginArgs;
 mod logs;
+mod model_summary;
+pub use model_summary::SummaryArgs;
 mod summary;
 mod versions;
 pub use logs::LogsArgs;
@@ -42,6 +44,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Transform(args) => transform(args),
         Command::Predict(args) => predict(args),
         Command::Export(args) => export(args),
+        Command::Summary(args) => model_summary::run(args),
         Command::Render(args) => render(args),
         Command::Pipeline(args) => pipeline::run(args),
         Command::Plugins(PluginsCommand::List { manifest, plugins }) => {
@@ -364,7 +367,8 @@ fn export(args: ExportArgs) -> Result<()> {
     crate::runtime::set_threads(manifest.run.threads);
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);
     let registry = load_manifest_registry(&search, &manifest)?;
-    let written = crate::predict::export::run(&manifest, &registry, &weights, &args.out)?;
+    let formats = crate::predict::export::Formats::from(&args.format[..]);
+    let written = crate::predict::export::run(&manifest, &registry, &weights, &args.out, formats)?;
     for file in &written {
         println!("wrote {}", file.display());
     }
