@@ -16,6 +16,7 @@ mod devices;
 mod dist;
 mod dist_faults;
 mod dist_refusals;
+mod exports;
 #[cfg(feature = "cuda-tests")]
 mod gpu;
 mod install;
