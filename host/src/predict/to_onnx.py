@@ -20,7 +20,8 @@ TOLERANCE = 1e-4
 
 
 def fail(message):
-    print(message.strip().splitlines()[-1] if message.strip() else "failed", file=sys.stderr)
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    print(lines[0] if lines else "failed", file=sys.stderr)
     sys.exit(1)
 
 
