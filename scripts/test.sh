@@ -5,6 +5,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/env.sh
+# Test-only: tests/exports.rs converts exports to ONNX (onnx) and runs them (onnxruntime).
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "onnx==1.23.2" "onnxruntime==1.31.1"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings

@@ -18,6 +18,7 @@ mod dist;
 mod dist_faults;
 mod dist_refusals;
 mod evaluate;
+mod exports;
 #[cfg(feature = "cuda-tests")]
 mod gpu;
 mod install;

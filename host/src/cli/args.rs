@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::{CheckpointCommand, EvaluateArgs, LogsArgs, NewPluginArgs, PipelineArgs};
+use super::{CheckpointCommand, EvaluateArgs, LogsArgs, NewPluginArgs, PipelineArgs, SummaryArgs};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 
@@ -42,8 +42,12 @@ pub enum Command {
     /// dataset, without training: Keras' `evaluate`, Lightning's `trainer.test`.
     Evaluate(EvaluateArgs),
     /// Write trained models for other tools: safetensors named as the PyTorch definition, a
-    /// JSON model card, and TorchScript for a TorchScript architecture.
+    /// JSON model card, TorchScript (`--format torchscript`, the default) and ONNX
+    /// (`--format onnx`).
     Export(ExportArgs),
+    /// Per model: its layers with their parameter shapes, counts and output shapes, the
+    /// trainable and total parameter counts and the size in MB (Keras's `summary()`).
+    Summary(SummaryArgs),
     /// Show a few batches of the data pipeline (keys, shapes, dtypes, value ranges), or with
     /// `--benchmark` measure its samples/s overall and op by op.
     Pipeline(PipelineArgs),
@@ -323,6 +327,12 @@ pub struct ExportArgs {
     /// The directory to create.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// What to write besides the safetensors weights and the card (comma-separated):
+    /// `torchscript` (`<model>.pt`, traced for plugin architectures; needs no Python),
+    /// `onnx` (also `<model>.onnx`, converted by a Python with torch and onnx: $FE_HOST_PYTHON,
+    /// a .venv here or above, or python3 on PATH), `safetensors` (nothing more).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "torchscript")]
+    pub format: Vec<crate::predict::export::Format>,
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,

@@ -25,6 +25,8 @@ pub use pipeline::PipelineArgs;
 mod scaffold;
 pub use scaffold::NewPluginArgs;
 mod logs;
+mod model_summary;
+pub use model_summary::SummaryArgs;
 mod summary;
 mod versions;
 pub use logs::LogsArgs;
@@ -49,6 +51,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Predict(args) => predict(args),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Export(args) => export(args),
+        Command::Summary(args) => model_summary::run(args),
         Command::Render(args) => render(args),
         Command::Pipeline(args) => pipeline::run(args),
         Command::Plugins(PluginsCommand::List { manifest, plugins }) => {
@@ -429,7 +432,8 @@ fn export(args: ExportArgs) -> Result<()> {
     reads.add_plugins(&registry);
     reads.add_weights(&weights);
     reads.check("--out", &args.out)?;
-    let written = crate::predict::export::run(&manifest, &registry, &weights, &args.out)?;
+    let formats = crate::predict::export::Formats::from(&args.format[..]);
+    let written = crate::predict::export::run(&manifest, &registry, &weights, &args.out, formats)?;
     for file in &written {
         println!("wrote {}", file.display());
     }

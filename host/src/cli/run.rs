@@ -213,10 +213,11 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         outcome = crate::predict::export::write(
             &manifest,
             &registry,
-            &estimator.network.models,
+            &mut estimator.network.models,
             &format!("the run of {}", args.manifest_path().display()),
             system.as_ref(),
             dir,
+            crate::predict::export::Formats::default(),
         )
         .map(|_| ());
     }

@@ -59,7 +59,8 @@ pub struct ModelCard {
     pub weights: String,
     /// sha256 of the weights file.
     pub weights_sha256: String,
-    /// For a TorchScript architecture: the TorchScript file with the trained weights.
+    /// The TorchScript file with the trained weights: a TorchScript architecture's own module,
+    /// or a plugin architecture's traced forward (absent with `--format safetensors`).
     pub torchscript: Option<String>,
     /// sha256 of the TorchScript file. Cards written before it was recorded lack it (and still
     /// load, their TorchScript file unchecked), so it defaults to absent.
@@ -70,6 +71,10 @@ pub struct ModelCard {
     /// unchanged. Absent in older cards (then unchecked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torchscript_source_sha256: Option<String>,
+    /// The ONNX file converted from the TorchScript one (`export --format onnx`); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onnx: Option<String>,
     /// Keys the model reads, in argument order.
     pub inputs: Vec<KeyInfo>,
     /// Keys the model writes, in output order.

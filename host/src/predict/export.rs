@@ -1,9 +1,11 @@
 //! `fe-host export`: a trained model as files other tools load. For every model:
 //! `<name>.safetensors` (every parameter and buffer, named as the architecture's PyTorch
-//! definition names them) and `<name>.json` (the model card); for a TorchScript architecture
-//! also `<name>.pt`, the module with the trained weights, for `torch.jit.load` and LibTorch.
-//! The directory is written beside its final place and renamed into it, so a failed export
-//! leaves nothing behind.
+//! definition names them) and `<name>.json` (the model card); with the `torchscript` format
+//! (the default) also `<name>.pt` for `torch.jit.load` and LibTorch — a TorchScript
+//! architecture's own module with the trained weights, a plugin architecture's forward traced
+//! (see [`super::trace`]); with `onnx` also `<name>.onnx`, converted from that `.pt` (see
+//! [`super::onnx`]). The directory is written beside its final place and renamed into it, so a
+//! failed export leaves nothing behind.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +13,7 @@ use fe_plugin_api::{ComponentKind, Mode};
 use tch::{Device, Tensor};
 
 use super::card::{self, KeyInfo, ManifestInfo, ModelCard, PluginInfo};
+use super::onnx;
 use super::transform::{self, Request};
 use super::Weights;
 use crate::error::{Error, Result};
@@ -20,6 +23,42 @@ use crate::network::{Keys, ModelSlot};
 use crate::plugins::registry::Provider;
 use crate::plugins::Registry;
 
+/// A format `--format` asks for (the safetensors weights and the card are always written).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Weights and card only.
+    Safetensors,
+    /// Also `<name>.pt` (needs no Python).
+    Torchscript,
+    /// Also `<name>.pt` and `<name>.onnx` (needs a Python with torch and onnx).
+    Onnx,
+}
+
+/// What an export writes besides weights and cards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Formats {
+    /// `<name>.pt`.
+    pub torchscript: bool,
+    /// `<name>.onnx` (made from the `.pt`, so it implies it).
+    pub onnx: bool,
+}
+
+impl Default for Formats {
+    fn default() -> Self {
+        Self::from(&[Format::Torchscript][..])
+    }
+}
+
+impl From<&[Format]> for Formats {
+    fn from(formats: &[Format]) -> Self {
+        let onnx = formats.contains(&Format::Onnx);
+        Self {
+            torchscript: onnx || formats.contains(&Format::Torchscript),
+            onnx,
+        }
+    }
+}
+
 /// Exports every model of `manifest` with `weights` into the new directory `out`; returns the
 /// files written.
 pub fn run(
@@ -27,6 +66,7 @@ pub fn run(
     registry: &Registry,
     weights: &Weights,
     out: &Path,
+    formats: Formats,
 ) -> Result<Vec<PathBuf>> {
     let Some(source) = weights.path()? else {
         return Err(Error::Usage(
@@ -43,10 +83,11 @@ pub fn run(
     write(
         manifest,
         registry,
-        &network.models,
+        &mut network.models,
         &source.display().to_string(),
         system.as_ref(),
         out,
+        formats,
     )
 }
 
@@ -56,12 +97,20 @@ pub fn run(
 pub fn write(
     manifest: &Manifest,
     registry: &Registry,
-    models: &[ModelSlot],
+    models: &mut [ModelSlot],
     source: &str,
     system: Option<&serde_json::Value>,
     out: &Path,
+    formats: Formats,
 ) -> Result<Vec<PathBuf>> {
     refuse_existing("--out", out)?;
+    // Before anything is traced or written: a missing Python is a one-line refusal, not a
+    // half-done export.
+    let python = if formats.onnx {
+        Some(onnx::find_python()?)
+    } else {
+        None
+    };
     let shapes = sample_shapes(manifest, registry);
     let partial = out.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
@@ -73,9 +122,11 @@ pub fn write(
         shapes: &shapes,
         system,
         source,
+        python: python.as_deref(),
+        torchscript: formats.torchscript,
     };
     let written = models
-        .iter()
+        .iter_mut()
         .map(|model| export_model(model, &context, &partial))
         .collect::<Result<Vec<_>>>();
     let written = match written {
@@ -111,10 +162,14 @@ struct Context<'a> {
     shapes: &'a [(String, Tensor)],
     system: Option<&'a serde_json::Value>,
     source: &'a str,
+    /// The Python converting to ONNX; `None` when no ONNX is asked for.
+    python: Option<&'a Path>,
+    /// Whether `.pt` files are asked for.
+    torchscript: bool,
 }
 
 /// Writes one model's files into `dir`; returns their names.
-fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<Vec<String>> {
+fn export_model(model: &mut ModelSlot, context: &Context<'_>, dir: &Path) -> Result<Vec<String>> {
     let manifest = context.manifest;
     let variables: Vec<(String, Tensor)> = model
         .named_variables()
@@ -124,21 +179,45 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
     let weights_path = dir.join(&weights_name);
     crate::system::tensors::write(&weights_path, &variables)?;
     let mut files = vec![weights_name.clone()];
-    let (torchscript, torchscript_sha256) = match &model.torchscript {
+    let (inputs, outputs) = model_keys(manifest, &model.name);
+    let pt_name = format!("{}.pt", model.name);
+    let pt_path = dir.join(&pt_name);
+    let has_torchscript = match &model.torchscript {
+        // A TorchScript architecture's own module is written whatever the formats: predicting
+        // from the card runs it.
         Some(source) => {
-            let name = format!("{}.pt", model.name);
-            let path = dir.join(&name);
-            save_torchscript(&source.file, source.outputs.clone(), &variables, &path)?;
-            // The module is code as well as weights: predicting from the card must refuse
-            // another module put in its place, as it refuses other weights.
-            let sha256 = crate::plugins::sha256_file(&path).map_err(|e| Error::io(&path, e))?;
-            files.push(name.clone());
-            (Some(name), Some(sha256))
+            save_torchscript(&source.file, source.outputs.clone(), &variables, &pt_path)?;
+            true
         }
-        None => (None, None),
+        None if context.torchscript => match samples_of(&inputs, context.shapes) {
+            Ok(samples) => {
+                super::trace::save_model(model, &samples, &pt_path)?;
+                true
+            }
+            Err(key) => {
+                let why = format!(
+                    "`{}`: no sample of its input `{key}` to trace it with (the manifest has no infer, test or eval data)",
+                    model.name
+                );
+                if context.python.is_some() {
+                    return Err(Error::Usage(format!("--format onnx: {why}")));
+                }
+                eprintln!("note: {why}; exported without TorchScript");
+                false
+            }
+        },
+        None => false,
+    };
+    let (torchscript, torchscript_sha256) = if has_torchscript {
+        // The module is code as well as weights: predicting from the card must refuse
+        // another module put in its place, as it refuses other weights.
+        let sha256 = crate::plugins::sha256_file(&pt_path).map_err(|e| Error::io(&pt_path, e))?;
+        files.push(pt_name.clone());
+        (Some(pt_name), Some(sha256))
+    } else {
+        (None, None)
     };
     let config = manifest.models.iter().find(|m| m.name == model.name);
-    let (inputs, outputs) = model_keys(manifest, &model.name);
     let describe = |keys: Vec<String>| -> Vec<KeyInfo> {
         keys.into_iter()
             .map(|key| {
@@ -163,6 +242,47 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
             version: plugin.info.plugin_version.as_str().to_owned(),
             file: plugin.path.display().to_string(),
         });
+    let input_infos = describe(inputs);
+    let onnx_name = match context.python {
+        Some(python) if has_torchscript => {
+            let name = format!("{}.onnx", model.name);
+            let onnx_inputs = input_infos
+                .iter()
+                .map(|info| match (&info.shape, &info.dtype) {
+                    (Some(shape), Some(dtype)) => Ok(onnx::Input {
+                        key: info.key.clone(),
+                        shape: shape.clone(),
+                        dtype: dtype.clone(),
+                    }),
+                    _ => Err(Error::Usage(format!(
+                        "--format onnx: `{}`: no sample of its input `{}` to give the ONNX model its shape",
+                        model.name, info.key
+                    ))),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let onnx_outputs = match &model.torchscript {
+                Some(source) => source.outputs.clone().unwrap_or(outputs.clone()),
+                None => outputs.clone(),
+            };
+            let checked = onnx::convert(
+                python,
+                &pt_path,
+                &dir.join(&name),
+                &onnx_inputs,
+                &onnx_outputs,
+            )?;
+            if !checked.checked {
+                eprintln!(
+                    "note: {}: unchecked ({} has no onnxruntime to run it with)",
+                    name,
+                    python.display()
+                );
+            }
+            files.push(name.clone());
+            Some(name)
+        }
+        _ => None,
+    };
     let weights_bytes = std::fs::read(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
     let trained_text = manifest.effective_text();
     let card = ModelCard {
@@ -177,7 +297,8 @@ fn export_model(model: &ModelSlot, context: &Context<'_>, dir: &Path) -> Result<
         torchscript,
         torchscript_sha256,
         torchscript_source_sha256: model.torchscript.as_ref().map(|s| s.sha256.clone()),
-        inputs: describe(inputs),
+        onnx: onnx_name,
+        inputs: input_infos,
         outputs: describe(outputs),
         plugin,
         fe_host_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -237,6 +358,23 @@ pub fn save_torchscript(
         .map_err(|e| Error::io(path, std::io::Error::other(e)))
 }
 
+/// The sample (a batch of one) of each of `inputs`, in order; else the first key without one.
+fn samples_of(
+    inputs: &[String],
+    shapes: &[(String, Tensor)],
+) -> std::result::Result<Vec<Tensor>, String> {
+    inputs
+        .iter()
+        .map(|key| {
+            shapes
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, t)| t.shallow_clone())
+                .ok_or_else(|| key.clone())
+        })
+        .collect()
+}
+
 /// The inputs and outputs of the first ModelOp that runs `model`.
 pub fn model_keys(manifest: &Manifest, model: &str) -> (Vec<String>, Vec<String>) {
     manifest
@@ -254,7 +392,7 @@ pub fn model_keys(manifest: &Manifest, model: &str) -> (Vec<String>, Vec<String>
 /// One sample of every ModelOp's keys, from the first mode with data that runs no update
 /// (infer, test, eval); empty when there is none. Only shapes and dtypes are read from it, so
 /// the models run with the weights they are created with.
-fn sample_shapes(manifest: &Manifest, registry: &Registry) -> Vec<(String, Tensor)> {
+pub fn sample_shapes(manifest: &Manifest, registry: &Registry) -> Vec<(String, Tensor)> {
     let mut keys = Vec::new();
     for model in &manifest.models {
         let (inputs, outputs) = model_keys(manifest, &model.name);

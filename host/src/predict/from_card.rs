@@ -67,6 +67,9 @@ pub fn open(path: &Path) -> Result<CardModel> {
         }
         None => None,
     };
+    // A plugin architecture's traced `.pt` is for other tools; predicting builds the plugin.
+    let torchscript =
+        torchscript.filter(|_| card.architecture == crate::network::torchscript::ARCHITECTURE);
     let text = reduced_manifest(&card, torchscript.as_deref())
         .map_err(|message| Error::data(&path, format!("manifest: {message}")))?;
     let manifest = Manifest::parse(&path, text)?;

@@ -6,7 +6,9 @@ pub mod card;
 pub mod export;
 pub mod from_card;
 pub mod input;
+pub mod onnx;
 pub mod output;
+pub mod trace;
 pub mod transform;
 
 use std::path::{Path, PathBuf};

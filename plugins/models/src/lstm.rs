@@ -139,13 +139,21 @@ impl LstmClassifier {
     pub(crate) fn run(&self, tokens: &Tensor, train: bool) -> Result<Tensor> {
         crate::input::token_ids("LSTMClassifier", tokens, self.vocab)?;
         let size = tokens.size();
-        let [batch, _] = size[..] else {
+        if size.len() != 2 {
             return Err(Error::msg(format!(
                 "expects token ids shaped [batch, length], got {size:?}"
             )));
-        };
+        }
         let x = self.embedding.forward(tokens)?;
-        let state = Tensor::f_zeros([self.layers, batch, self.hidden], (x.kind(), x.device()))?;
+        // Zeros shaped from the batch rather than `zeros([layers, batch, hidden])`, which a
+        // traced export would record with one batch size.
+        let state = x
+            .f_select(1, 0)?
+            .f_select(1, 0)?
+            .f_zeros_like()?
+            .f_view([1, -1, 1])?
+            .f_expand([self.layers, -1, self.hidden], false)?
+            .f_contiguous()?;
         let (_, h, _) = x.f_lstm(
             &[&state, &state],
             &self.weights.iter().collect::<Vec<_>>(),

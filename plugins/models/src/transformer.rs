@@ -93,22 +93,18 @@ impl SelfAttention {
     }
 
     fn forward(&self, x: &Tensor, dropout: f64) -> Result<Tensor> {
-        let size = x.size();
-        let (batch, length, width) = (size[0], size[1], size[2]);
-        let head_width = width / self.heads;
         let qkv = x.f_linear(&self.in_proj_weight, Some(&self.in_proj_bias))?;
-        let split = |t: &Tensor| -> Result<Tensor> {
-            Ok(t.f_reshape([batch, length, self.heads, head_width])?
-                .f_transpose(1, 2)?)
-        };
+        // Heads split off and merged back by chunks of the feature dimension, not by reshapes
+        // to [batch, length, heads, head width]: a traced export then records no batch size or
+        // sequence length (it takes any), and ONNX keeps every tensor's rank.
+        let split =
+            |t: &Tensor| -> Result<Tensor> { Ok(Tensor::f_stack(&t.f_chunk(self.heads, -1)?, 1)?) };
         let parts = qkv.f_chunk(3, -1)?;
         let (q, k, v) = (split(&parts[0])?, split(&parts[1])?, split(&parts[2])?);
         let attended = Tensor::f_scaled_dot_product_attention::<Tensor>(
             &q, &k, &v, None, dropout, false, None, false,
         )?;
-        let merged = attended
-            .f_transpose(1, 2)?
-            .f_reshape([batch, length, width])?;
+        let merged = Tensor::f_cat(&attended.f_unbind(1)?, -1)?;
         self.out_proj.forward(&merged)
     }
 }
@@ -221,7 +217,13 @@ impl Transformer {
                 self.max_len
             )));
         }
-        let positions = Tensor::f_arange(length, (Kind::Int64, tokens.device()))?;
+        // 0..length counted from the batch itself rather than `arange(length)`, which a traced
+        // export would record as a constant of one length.
+        let positions = tokens
+            .f_select(0, 0)?
+            .f_ones_like()?
+            .f_cumsum(0, Kind::Int64)?
+            .f_sub_scalar(1)?;
         let mut x = self
             .embedding
             .forward(tokens)?

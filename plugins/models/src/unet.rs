@@ -90,9 +90,9 @@ impl Sequence {
         let mut x = x.shallow_clone();
         for (i, conv) in self.convs.iter().enumerate() {
             if self.upsample_before == Some(i) {
-                let size = x.size();
-                let (h, w) = (size[size.len() - 2], size[size.len() - 1]);
-                x = x.f_upsample_nearest2d([2 * h, 2 * w], 2.0, 2.0)?;
+                // By scale, not by an output size read from the shape: ONNX cannot translate
+                // the upsample given both, and a trace would fix the size.
+                x = x.f_upsample_nearest2d_vec(None::<&[i64]>, [2.0, 2.0].as_slice())?;
             }
             x = conv.forward(&x)?;
             if i < last || self.last_relu {
