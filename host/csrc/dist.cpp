@@ -80,6 +80,10 @@ void quiet_logs() {
 void check_world_sizes(c10d::Store &store, int rank, int world,
                        std::chrono::milliseconds timeout) {
     auto key = [](int r) { return "fe/world_size/" + std::to_string(r); };
+    // Posted by a rank once it has read rank 0's size: rank 0, which hosts the store when
+    // fe-host starts the ranks, keeps it up after a mismatch until the other rank has its
+    // verdict (else that rank found the store gone and reported rank 0 lost).
+    auto seen = [](int r) { return "fe/world_size_seen/" + std::to_string(r); };
     auto text = std::to_string(world);
     store.set(key(rank), std::vector<uint8_t>(text.begin(), text.end()));
     auto posted = [&](int r) {
@@ -89,6 +93,7 @@ void check_world_sizes(c10d::Store &store, int rank, int world,
     if (rank != 0) {
         store.wait({key(0)}, timeout);
         auto zero = posted(0);
+        store.set(seen(rank), std::vector<uint8_t>{1});
         if (zero != text) {
             throw std::runtime_error("rank 0 was started with WORLD_SIZE=" + zero + ", this rank (" +
                                      std::to_string(rank) + ") with WORLD_SIZE=" + text +
@@ -105,6 +110,12 @@ void check_world_sizes(c10d::Store &store, int rank, int world,
         store.wait({key(r)}, std::max(left, std::chrono::milliseconds(1)));
         auto theirs = posted(r);
         if (theirs != text) {
+            try {
+                store.wait({seen(r)}, std::min(std::max(left, std::chrono::milliseconds(1)),
+                                               std::chrono::milliseconds(30000)));
+            } catch (...) {
+                // Rank r is gone or stuck: its verdict is its own business now.
+            }
             throw std::runtime_error("rank " + std::to_string(r) + " was started with WORLD_SIZE=" +
                                      theirs + ", rank 0 with WORLD_SIZE=" + text +
                                      ": start every rank with the same WORLD_SIZE");
