@@ -536,7 +536,8 @@ fn lenet_exported_safetensors_load_into_the_pytorch_lenet_and_predict_the_same()
     .unwrap();
     assert_eq!(card["architecture"], "LeNet");
     assert_eq!(card["plugin"]["name"], "fe-models");
-    assert!(card["torchscript"].is_null());
+    // A zoo model's export carries its traced TorchScript module too (tests/exports.rs).
+    assert_eq!(card["torchscript"], "lenet.pt");
     assert_eq!(card["step"], 20);
     assert!(card["metrics"]["eval"]["accuracy"].is_f64(), "{card}");
     assert_eq!(card["inputs"][0]["shape"], serde_json::json!([1, 28, 28]));
