@@ -4,18 +4,7 @@
 //! with one line naming the file, and nothing is written. A run's `--set` overrides reach its
 //! export, and predicting or exporting from a checkpoint uses the manifest saved in it.
 
-use std::path::Path;
-
-use crate::util::{digits, fe_host, Run, TempDir};
-
-fn fe_host_in(dir: &Path, args: &[&str]) -> Run {
-    fe_host()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-        .into()
-}
+use crate::util::{digits, fe_host_in, TempDir};
 
 /// A LeNet trained for 20 steps and exported when training ends into `export/`.
 fn exported(tag: &str) -> TempDir {

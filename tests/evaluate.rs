@@ -4,16 +4,7 @@
 
 use std::path::Path;
 
-use crate::util::{digits, fe_host, Run, TempDir};
-
-fn fe_host_in(dir: &Path, args: &[&str]) -> Run {
-    fe_host()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-        .into()
-}
+use crate::util::{digits, fe_host_in, TempDir};
 
 fn evaluate_json(dir: &Path, args: &[&str]) -> serde_json::Value {
     let run = fe_host_in(dir, &[&["evaluate"][..], args, &["--json"]].concat());

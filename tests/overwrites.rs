@@ -5,16 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::util::{digits, fe_host, Run, TempDir};
-
-fn fe_host_in(dir: &Path, args: &[&str]) -> Run {
-    fe_host()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-        .into()
-}
+use crate::util::{digits, fe_host_in, TempDir};
 
 /// LeNet trained for 20 steps with a checkpoint folder `ck/`, its weights in `weights/` and
 /// its export in `export/`; the evaluation images copied to `data/x.idx` to predict on.

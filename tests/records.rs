@@ -4,19 +4,10 @@
 
 use std::path::Path;
 
-use crate::util::{copy_example, fe_host, file_names, small_digits, Run, TempDir};
-
-fn in_dir(dir: &Path, args: &[&str]) -> Run {
-    fe_host()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-        .into()
-}
+use crate::util::{copy_example, fe_host_in, file_names, small_digits, Run, TempDir};
 
 fn ok_in(dir: &Path, args: &[&str]) -> Run {
-    let out = in_dir(dir, args);
+    let out = fe_host_in(dir, args);
     assert_eq!(out.code, 0, "{args:?}: {}{}", out.stdout, out.stderr);
     out
 }
@@ -195,7 +186,7 @@ fn a_rerun_refuses_a_changed_plugin_or_data_file_unless_allowed() {
             .unwrap();
         train["sha256"] = zeros.clone().into();
     });
-    let data = in_dir(dir, &["run", "--again", "runs/lenet/version_0", "-q"]);
+    let data = fe_host_in(dir, &["run", "--again", "runs/lenet/version_0", "-q"]);
     assert_eq!(data.code, 5, "{}", data.stderr);
     assert_contains!(
         data.stderr,
@@ -215,7 +206,7 @@ fn a_rerun_refuses_a_changed_plugin_or_data_file_unless_allowed() {
         let at = position(r);
         r["plugins"][at]["sha256"] = zeros.clone().into();
     });
-    let plugin = in_dir(dir, &["run", "--again", "runs/lenet/version_0", "-q"]);
+    let plugin = fe_host_in(dir, &["run", "--again", "runs/lenet/version_0", "-q"]);
     assert_eq!(plugin.code, 3, "{}", plugin.stderr);
     assert_contains!(plugin.stderr, "plugin fe-models changed: ");
     assert_contains!(plugin.stderr, &format!("ran with {zeros} (version 0.1.0)"));
@@ -239,7 +230,7 @@ fn a_rerun_refuses_a_changed_plugin_or_data_file_unless_allowed() {
     assert_contains!(allowed.stderr, "train-images-idx3-ubyte: changed since ");
     assert!(dir.join("runs/lenet/version_1/record.json").is_file());
 
-    let old = in_dir(dir, &["logs", "--diff", "runs/lenet/version_0", "w0"]);
+    let old = fe_host_in(dir, &["logs", "--diff", "runs/lenet/version_0", "w0"]);
     assert_eq!(old.code, 2);
     assert_contains!(old.stderr, "--diff: w0 holds no record.json");
 }
@@ -248,7 +239,7 @@ fn a_rerun_refuses_a_changed_plugin_or_data_file_unless_allowed() {
 fn a_missing_example_dataset_names_the_command_that_generates_it() {
     let temp = TempDir::new("record-no-data");
     copy_example(&temp, "lenet");
-    let out = in_dir(temp.path(), &["run", "examples/lenet.toml", "-q"]);
+    let out = fe_host_in(temp.path(), &["run", "examples/lenet.toml", "-q"]);
     assert_eq!(out.code, 5, "{}", out.stderr);
     assert_contains!(
         out.stderr,

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::util::{digits, fe_host, root, Run, TempDir};
+use crate::util::{digits, fe_host_in, root, TempDir};
 
 /// `probs|logits|named|no-params OUT`: a small conv net ending in a softmax, the same net
 /// returning logits, one returning GoogLeNet-style `Outputs(logits, probs, aux)` with `aux`
@@ -91,15 +91,6 @@ fn setup(
     dir
 }
 
-fn run_in(dir: &Path, args: &[&str]) -> Run {
-    fe_host()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-        .into()
-}
-
 const TRAIN: [&str; 7] = [
     "run",
     "m.toml",
@@ -146,7 +137,7 @@ fn a_torchscript_file_with_a_corrupt_tensor_entry_is_refused_naming_the_entry() 
     let dir = setup(&parent, "crc", "probs", |t| t);
     // The first tensor's bytes: libtorch alone loads this file and trains on it, exit 0.
     let entry = corrupt_entry(&dir.join("net.pt"), "/data/0");
-    let out = run_in(&dir, &REFUSED);
+    let out = fe_host_in(&dir, &REFUSED);
     assert_eq!(out.code, 5, "{}{}", out.stdout, out.stderr);
     let error = out.stderr.trim();
     assert_eq!(error.lines().count(), 1, "{error}");
@@ -157,7 +148,7 @@ fn a_torchscript_file_with_a_corrupt_tensor_entry_is_refused_naming_the_entry() 
     assert_nothing_written(&dir);
     // Predicting loads the same file the same way.
     let images = digits()[2].to_string_lossy().into_owned();
-    let out = run_in(
+    let out = fe_host_in(
         &dir,
         &[
             "predict",
@@ -189,14 +180,14 @@ fn a_namedtuple_forward_trains_and_predicts_by_position_and_by_field_name() {
             "file = \"net.pt\"\noutputs = [\"probs\"]",
         )
     });
-    let out = run_in(&by_name, &TRAIN);
+    let out = fe_host_in(&by_name, &TRAIN);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(by_name.join("summary.json")).unwrap())
             .unwrap();
     let ce = crate::util::values(&summary, "train", "ce");
     assert!(ce.len() >= 3 && ce.last() < ce.first(), "train ce {ce:?}");
-    let out = run_in(
+    let out = fe_host_in(
         &by_name,
         &[
             "predict",
@@ -220,7 +211,7 @@ fn a_namedtuple_forward_trains_and_predicts_by_position_and_by_field_name() {
     let positional = setup(&parent, "positional", "named", |t| {
         t.replace("outputs = \"ce\"", "outputs = \"ce\"\nfrom_logits = true")
     });
-    let out = run_in(&positional, &TRAIN);
+    let out = fe_host_in(&positional, &TRAIN);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let three = setup(&parent, "three", "named", |t| {
         t.replace(
@@ -229,7 +220,7 @@ fn a_namedtuple_forward_trains_and_predicts_by_position_and_by_field_name() {
         )
         .replace("outputs = \"ce\"", "outputs = \"ce\"\nfrom_logits = true")
     });
-    let out = run_in(&three, &REFUSED);
+    let out = fe_host_in(&three, &REFUSED);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert_contains!(out.stderr, "warm-up, eval epoch 1");
     assert_contains!(
@@ -243,7 +234,7 @@ fn a_namedtuple_forward_trains_and_predicts_by_position_and_by_field_name() {
 fn a_model_without_parameters_under_an_update_op_is_refused_before_anything_is_written() {
     let parent = TempDir::new("ts-no-params");
     let dir = setup(&parent, "no-params", "no-params", |t| t);
-    let out = run_in(&dir, &REFUSED);
+    let out = fe_host_in(&dir, &REFUSED);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert_contains!(out.stderr, "network.ops[2].model");
     assert_contains!(
@@ -258,7 +249,7 @@ fn a_model_without_parameters_under_an_update_op_is_refused_before_anything_is_w
 fn logits_under_the_default_cross_entropy_are_refused_in_the_warm_up_with_the_hint() {
     let parent = TempDir::new("ts-logits");
     let dir = setup(&parent, "refused", "logits", |t| t);
-    let out = run_in(&dir, &REFUSED);
+    let out = fe_host_in(&dir, &REFUSED);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     let error = out.stderr.trim();
     assert_eq!(error.lines().count(), 1, "{error}");
@@ -272,7 +263,7 @@ fn logits_under_the_default_cross_entropy_are_refused_in_the_warm_up_with_the_hi
     let dir = setup(&parent, "told", "logits", |t| {
         t.replace("outputs = \"ce\"", "outputs = \"ce\"\nfrom_logits = true")
     });
-    let out = run_in(&dir, &TRAIN);
+    let out = fe_host_in(&dir, &TRAIN);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();

@@ -164,6 +164,16 @@ pub fn fe_host() -> Command {
     command
 }
 
+/// Runs fe-host with `args` in `dir` (relative paths resolve there); any exit code.
+pub fn fe_host_in(dir: &Path, args: &[&str]) -> Run {
+    fe_host()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+        .into()
+}
+
 /// Stdout and stderr of a finished command, as text.
 pub struct Run {
     /// Exit code (-1 when killed by a signal).
