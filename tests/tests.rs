@@ -17,6 +17,7 @@ mod devices;
 mod dist;
 mod dist_faults;
 mod dist_refusals;
+mod dist_uneven;
 mod evaluate;
 mod exports;
 #[cfg(feature = "cuda-tests")]

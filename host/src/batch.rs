@@ -113,6 +113,18 @@ impl Batch {
             .map(|(i, _)| KeyId(i as u32))
     }
 
+    /// A batch holding the same tensors (sharing their storage), for a step to run again.
+    pub fn shallow_clone(&self) -> Self {
+        Self {
+            slots: self
+                .slots
+                .iter()
+                .map(|slot| slot.as_ref().map(Tensor::shallow_clone))
+                .collect(),
+            size: self.size,
+        }
+    }
+
     /// Empties every slot, keeping the allocation.
     pub fn clear(&mut self) {
         self.slots.iter_mut().for_each(|slot| *slot = None);

@@ -58,6 +58,9 @@ pub struct SharedGroup {
     /// Updates averaged so far (see [`GradientAverages`]), and how long each waited for its
     /// averaged gradients after backward.
     averages: Arc<AverageCounts>,
+    /// The weight of this rank's gradients in the current step's average, as `f64` bits (see
+    /// [`SharedGroup::set_contribution`]).
+    contribution: Arc<AtomicU64>,
 }
 
 impl SharedGroup {
@@ -70,6 +73,7 @@ impl SharedGroup {
             world,
             carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
             averages: Arc::default(),
+            contribution: Arc::new(AtomicU64::new(1f64.to_bits())),
         }
     }
 
@@ -81,6 +85,20 @@ impl SharedGroup {
     /// How many ranks train together.
     pub fn world(&self) -> usize {
         self.world
+    }
+
+    /// Weighs this rank's gradients in the averages of the coming step by `weight`: its
+    /// samples × world / the step's samples over all ranks, so that the average of the
+    /// weighted per-rank means is the mean over the samples the step really trained on; 0 for
+    /// a rank with no data left, which still takes part in every collective (see
+    /// `estimator::uneven`). 1 (every rank with a full share) changes nothing.
+    pub fn set_contribution(&self, weight: f64) {
+        self.contribution.store(weight.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The weight [`SharedGroup::set_contribution`] set last (1 before any).
+    pub fn contribution(&self) -> f64 {
+        f64::from_bits(self.contribution.load(Ordering::Relaxed))
     }
 
     /// How many updates this rank's gradients were averaged for, during and after backward.

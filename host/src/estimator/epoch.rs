@@ -10,10 +10,11 @@ use fe_plugin_api::{Mode, StepContext};
 use super::data::Data;
 use super::essential::is_log_step;
 use super::traces::{self, Cx};
+use super::uneven::{Joined, Turn};
 use super::Estimator;
 use crate::checkpoint::{policy, Cursor};
 use crate::error::{Error, Result};
-use crate::network::{Batch, KeyId};
+use crate::network::{Batch, KeyId, StepPlan};
 
 /// How an epoch of one mode ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,8 +100,38 @@ impl Estimator {
             if mode == Mode::Eval {
                 self.system.set_eval_log_steps(total);
             }
-            for (batches_done, batch) in (skip + 1..).zip(loader) {
-                let mut batch = batch?;
+            let mut loader = loader;
+            let mut joined = match mode {
+                Mode::Train => Joined::start(self.network.group.as_ref(), &loader),
+                _ => None,
+            };
+            let mut batches_done = skip;
+            loop {
+                let (mut batch, shadow) = match &mut joined {
+                    None => match loader.next() {
+                        Some(batch) => (batch?, false),
+                        None => break,
+                    },
+                    Some(joined) => {
+                        let fallback = || {
+                            let mut first = self.pipeline.epoch(
+                                mode,
+                                epoch,
+                                &ds_id,
+                                &wanted,
+                                Some(1),
+                                &self.keys,
+                            )?;
+                            first.next().transpose()
+                        };
+                        match joined.next(&mut loader, fallback)? {
+                            Turn::Own(batch) => (batch, false),
+                            Turn::Shadow(batch) => (batch, true),
+                            Turn::End => break,
+                        }
+                    }
+                };
+                batches_done += 1;
                 if mode == Mode::Train {
                     self.system.global_step += 1;
                 }
@@ -115,33 +146,34 @@ impl Estimator {
                     seed: crate::rng::mix(self.pipeline.seed, self.system.global_step),
                 };
                 data.clear();
-                // Data parallel: a stop one rank's trace asks for is only a proposal until
-                // the ranks agree on it after the step (see `agree_after_step`).
-                if self.batch_hooks(TraceHook::BatchBegin, &active, &batch, &mut data)?
-                    == Flow::Stop
-                    && !shared
-                {
-                    return Ok(Epoch::Stopped);
-                }
-                let step_plan = match &between_logs {
-                    Some(lean) if !is_log_step(step.global_step, self.system.log_steps) => lean,
-                    _ => &plan,
-                };
-                if let Err(error) = self.network.run_step(step_plan, &mut batch, &step) {
-                    return Err(self.explain_failure(error, batch.size));
-                }
-                let mut flow = self.batch_hooks(TraceHook::BatchEnd, &active, &batch, &mut data)?;
-                if !data.nothing_logged() {
-                    self.log(&data);
-                }
-                if shared {
-                    flow = match mode {
-                        Mode::Train => self.agree_after_step(traces_may_stop)?,
-                        // Evaluation steps are not collectives: the ranks agree at its end.
-                        _ => Flow::Go,
+                if shadow {
+                    self.shadow_step(&plan, &mut batch, &step)?;
+                    let collective: Vec<usize> = active
+                        .iter()
+                        .copied()
+                        .filter(|&i| self.traces[i].collective_in_batch_hooks())
+                        .collect();
+                    self.batch_hooks(TraceHook::BatchEnd, &collective, &batch, &mut data)?;
+                    if !data.nothing_logged() {
+                        self.log(&data);
+                    }
+                } else {
+                    let step_plan = match &between_logs {
+                        Some(lean) if !is_log_step(step.global_step, self.system.log_steps) => lean,
+                        _ => &plan,
                     };
+                    let flow = self.own_step(step_plan, &active, &mut batch, &mut data, &step)?;
+                    // Data parallel: a stop one rank's trace asks for is only a proposal until
+                    // the ranks agree on it after the step (see `agree_after_step`).
+                    if flow == Flow::Stop && !shared {
+                        return Ok(Epoch::Stopped);
+                    }
                 }
-                if flow == Flow::Stop {
+                // Evaluation steps are not collectives: the ranks agree at its end.
+                if shared
+                    && mode == Mode::Train
+                    && self.agree_after_step(traces_may_stop)? == Flow::Stop
+                {
                     return Ok(Epoch::Stopped);
                 }
                 if mode == Mode::Eval
@@ -188,6 +220,46 @@ impl Estimator {
             Flow::Go => Epoch::Done,
             Flow::Stop => Epoch::Stopped,
         })
+    }
+
+    /// One step on this rank's own batch, with the batch hooks around it: `Flow::Stop` when a
+    /// trace asked to stop training.
+    fn own_step(
+        &mut self,
+        plan: &StepPlan,
+        active: &[usize],
+        batch: &mut Batch,
+        data: &mut Data,
+        step: &StepContext<'_>,
+    ) -> Result<Flow> {
+        let begin = self.batch_hooks(TraceHook::BatchBegin, active, batch, data)?;
+        if begin == Flow::Stop && self.network.group.is_none() {
+            return Ok(Flow::Stop);
+        }
+        if let Err(error) = self.network.run_step(plan, batch, step) {
+            return Err(self.explain_failure(error, batch.size));
+        }
+        let end = self.batch_hooks(TraceHook::BatchEnd, active, batch, data)?;
+        if !data.nothing_logged() {
+            self.log(data);
+        }
+        Ok(if begin == Flow::Stop { begin } else { end })
+    }
+
+    /// A step this rank takes part in without data of its own (see [`super::uneven`]): the
+    /// batch runs again with the loss weighed 0, the models' buffers are put back afterwards
+    /// and no trace sees it.
+    fn shadow_step(
+        &mut self,
+        plan: &StepPlan,
+        batch: &mut Batch,
+        step: &StepContext<'_>,
+    ) -> Result<()> {
+        let buffers = self.network.snapshot_buffers().map_err(Error::Run)?;
+        if let Err(error) = self.network.run_step(plan, batch, step) {
+            return Err(self.explain_failure(error, batch.size));
+        }
+        self.network.restore_buffers(&buffers).map_err(Error::Run)
     }
 
     /// Adds where and what to try to an out-of-memory failure; others pass unchanged.

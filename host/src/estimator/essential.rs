@@ -77,6 +77,10 @@ impl HostTrace for TrainEssential {
         true
     }
 
+    fn collective_in_batch_hooks(&self) -> bool {
+        true
+    }
+
     fn on_epoch_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
         self.epoch_start = Some(Instant::now());
         if self.last_log.is_none() {
@@ -95,9 +99,18 @@ impl HostTrace for TrainEssential {
             values.push(loss_value(batch, *key, name)?);
         }
         // Data parallel: the loss of the step is the mean over the ranks' batches (what one
-        // process computes over the global batch, when the loss is a mean over samples).
+        // process computes over the global batch, when the loss is a mean over samples), each
+        // weighed by its share of the step's samples where the shares differ.
         if let Some(group) = &cx.network.group {
-            let local: Vec<f64> = values.iter().map(|v| v.unwrap_or(f64::NAN)).collect();
+            let weight = group.contribution();
+            let local: Vec<f64> = values
+                .iter()
+                .map(|v| match v {
+                    Some(_) if weight == 0.0 => 0.0,
+                    Some(value) => value * weight,
+                    None => f64::NAN,
+                })
+                .collect();
             let summed = group.sum(&local).map_err(Error::Run)?;
             let world = group.world() as f64;
             for (value, total) in values.iter_mut().zip(summed) {

@@ -93,6 +93,9 @@ pub struct EpochLogger {
     /// A row at every step that logged something, not only one per epoch (the run log, so
     /// that `fe-host logs` re-plots the curves the run's own plot has).
     every_step: bool,
+    /// Data parallel: this epoch's instance rows, as lines, until the ranks gather them at
+    /// its end (every rank's samples are logged, not only rank 0's).
+    pending: String,
 }
 
 impl EpochLogger {
@@ -110,6 +113,7 @@ impl EpochLogger {
             instances,
             not_per_sample: Default::default(),
             every_step: false,
+            pending: String::new(),
         }
     }
 
@@ -201,7 +205,8 @@ fn per_sample(tensor: &Tensor, n: usize) -> Option<(Vec<usize>, Vec<f64>)> {
 
 impl HostTrace for EpochLogger {
     fn writes_files_only(&self) -> bool {
-        true
+        // Per-instance rows come from every rank: each takes part in gathering them.
+        self.instances.is_none()
     }
 
     fn written_logs(&self) -> Vec<PathBuf> {
@@ -234,7 +239,9 @@ impl HostTrace for EpochLogger {
 
     fn on_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
         let resumed_at = (cx.system.global_step > 0).then_some(cx.system.global_step);
-        self.file = Some(self.target.open(resumed_at)?);
+        if crate::dist::role::writes_outputs() {
+            self.file = Some(self.target.open(resumed_at)?);
+        }
         Ok(())
     }
 
@@ -255,6 +262,11 @@ impl HostTrace for EpochLogger {
         }
         self.logged.extend(scalars(cx.data, &self.monitor));
         let rows = self.instance_rows(cx, batch)?;
+        if cx.network.group.is_some() {
+            self.pending
+                .extend(rows.iter().map(crate::report::instance_line));
+            return Ok(());
+        }
         if let Some(OpenLog::Jsonl(file)) = &mut self.file {
             for row in &rows {
                 file.write_instance(row)?;
@@ -264,6 +276,17 @@ impl HostTrace for EpochLogger {
     }
 
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        if let (Some(group), Some(_)) = (&cx.network.group, &self.instances) {
+            let pending = std::mem::take(&mut self.pending);
+            let every_rank = group
+                .all_gather_bytes(pending.as_bytes())
+                .map_err(crate::error::Error::Run)?;
+            if let Some(OpenLog::Jsonl(file)) = &mut self.file {
+                for lines in every_rank {
+                    file.write_lines(&String::from_utf8_lossy(&lines))?;
+                }
+            }
+        }
         let mut values = std::mem::take(&mut self.logged);
         values.extend(scalars(cx.data, &self.monitor));
         if values.is_empty() {

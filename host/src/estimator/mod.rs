@@ -21,6 +21,7 @@ mod report;
 pub mod saver_traces;
 pub mod schedule_changes;
 pub mod traces;
+mod uneven;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -21,6 +21,21 @@ impl Estimator {
     /// wins.
     pub fn join(&mut self, group: SharedGroup, manifest: &Manifest) -> Result<()> {
         let rank = group.rank();
+        // Every rank reads the same manifest, so every rank refuses alike, before any waits.
+        if let Some(op) = self
+            .network
+            .ops
+            .iter()
+            .find_map(|op| op.updates_decided_by_data())
+        {
+            return Err(manifest.error_at(
+                &op.path,
+                format!(
+                    "{}: a `Repeat` with `while` around an update runs as many updates as each rank's own batch decides, so the ranks of a data-parallel run would stop issuing the same gradient all-reduces; repeat a fixed number of times (`repeat = N`) or train in one process",
+                    op.label
+                ),
+            ));
+        }
         same_run_on_every_rank(
             &group,
             manifest.run.epochs,

@@ -58,6 +58,12 @@ pub trait HostTrace {
     fn essential(&self) -> bool {
         false
     }
+    /// Its batch hooks run a collective in a data-parallel run (the logged training loss is
+    /// averaged over the ranks), so a rank without data of its own in a step runs them too
+    /// (see `estimator::uneven`), with its batch weighed by the group's contribution.
+    fn collective_in_batch_hooks(&self) -> bool {
+        false
+    }
     /// Reads everything traces write (the loggers): runs last.
     fn reads_everything(&self) -> bool {
         false
@@ -181,6 +187,14 @@ impl TraceSlot {
         match &mut self.kind {
             TraceKind::Host(trace) => self.idle = trace.writes_files_only() && group.rank() != 0,
             TraceKind::Plugin(trace) => trace.group = Some(group.clone()),
+        }
+    }
+
+    /// Whether its batch hooks run a collective ([`HostTrace::collective_in_batch_hooks`]).
+    pub fn collective_in_batch_hooks(&self) -> bool {
+        match &self.kind {
+            TraceKind::Host(h) => h.collective_in_batch_hooks(),
+            TraceKind::Plugin(_) => false,
         }
     }
 

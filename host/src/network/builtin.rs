@@ -346,6 +346,12 @@ fn loss_gradients(
     if !loss.requires_grad() {
         return Err(unreached(&format!("the loss `{loss_key}`"), &model.name));
     }
+    // Data parallel with ranks holding different numbers of samples this step (the end of
+    // an epoch that filters shortened): each rank's mean counts by its samples.
+    let loss = match model.sync.as_ref().map(|group| group.contribution()) {
+        Some(weight) if weight != 1.0 => loss.f_mul_scalar(weight).map_err(crate::tch_message)?,
+        _ => loss,
+    };
     let scaled = match &model.scaler {
         Some(scaler) => scaler.scale_loss(&loss).map_err(crate::tch_message)?,
         None => loss,

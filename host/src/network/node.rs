@@ -56,6 +56,28 @@ impl OpNode {
         }
     }
 
+    /// The first `Repeat` with a `while` condition around an op that computes gradients, in
+    /// this op or the ops it wraps: how many updates it runs depends on the batch, so the
+    /// ranks of a data-parallel run would issue different numbers of gradient all-reduces.
+    pub fn updates_decided_by_data(&self) -> Option<&OpNode> {
+        let OpKind::Meta(meta) = &self.kind else {
+            return None;
+        };
+        if let super::meta::MetaOp::Repeat {
+            op,
+            condition: Some(_),
+            ..
+        } = meta
+        {
+            if op.computes_gradients() {
+                return Some(self);
+            }
+        }
+        meta.children()
+            .into_iter()
+            .find_map(|child| child.updates_decided_by_data())
+    }
+
     /// `true` for a plain `UpdateOp` (the ones trailing updates are deferred for).
     pub fn is_update(&self) -> bool {
         matches!(self.kind, OpKind::Update(_))

@@ -20,6 +20,7 @@ use crate::error::Result;
 pub struct EpochLoader {
     kind: Kind,
     len: usize,
+    shortened_by_data: bool,
 }
 
 enum Kind {
@@ -31,6 +32,7 @@ impl EpochLoader {
     /// Starts `workers` threads, each keeping up to `prefetch` batches (or chunks) ready.
     pub fn start(work: EpochWork, workers: usize, prefetch: usize) -> Result<Self> {
         let first = work.first_batch.min(work.batches);
+        let shortened_by_data = work.shortens();
         let len = work.batches - first;
         let kind = if work.filters() {
             Kind::Stream(Box::new(Assembler::start(work, workers, prefetch)?))
@@ -47,7 +49,11 @@ impl EpochLoader {
                 job,
             )?)
         };
-        Ok(Self { kind, len })
+        Ok(Self {
+            kind,
+            len,
+            shortened_by_data,
+        })
     }
 
     /// Batches this loader yields: exact without filters; with filters that shorten the
@@ -59,6 +65,13 @@ impl EpochLoader {
     /// `true` when it yields no batch.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// `true` when filters without replacement decide how many batches it yields, so that
+    /// another rank's loader of the same epoch may yield more or fewer (see
+    /// `estimator::uneven`).
+    pub fn length_depends_on_data(&self) -> bool {
+        self.shortened_by_data
     }
 }
 

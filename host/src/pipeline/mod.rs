@@ -321,6 +321,14 @@ impl Pipeline {
         None
     }
 
+    /// `true` when a filter in force drops samples of `mode`/`epoch`/`ds_id` without
+    /// replacement: the data then decides the epoch's length.
+    pub fn shortens_epoch(&self, mode: Mode, epoch: u32, ds_id: &str) -> bool {
+        self.active_ops(mode, epoch, ds_id)
+            .iter()
+            .any(|op| op.shortens_epochs())
+    }
+
     /// Samples in the dataset of `mode`/`epoch`/`ds_id`.
     pub fn samples(&self, mode: Mode, epoch: u32, ds_id: &str) -> u64 {
         self.dataset(mode, epoch, ds_id)
@@ -344,10 +352,12 @@ impl Pipeline {
                 }
             }
         };
-        // Training steps are collectives: every rank must run as many. Evaluation is not, so
-        // its shares are exact and the ranks together see every sample once.
-        self.shard
-            .map_or(whole, |shard| shard.share(whole, mode == Mode::Train))
+        // Training steps are collectives: every rank must run as many, so training shares are
+        // equal (padded) — unless filters without replacement make the data decide the
+        // length anyway: then the ranks join up at the epoch's end (`estimator::uneven`) and
+        // exact shares see every sample once. Evaluation is not a collective: exact shares.
+        let equal = mode == Mode::Train && !self.shortens_epoch(mode, epoch, ds_id);
+        self.shard.map_or(whole, |shard| shard.share(whole, equal))
     }
 
     /// Wraps `positions` into this rank's share of them, in a data-parallel run.

@@ -127,6 +127,19 @@ impl PipelineOp {
         }
     }
 
+    /// `true` when it can drop samples for good (a filter with `replacement = false`, or a
+    /// meta op around one): an epoch then ends early, by as much as its data decides.
+    pub fn shortens_epochs(&self) -> bool {
+        match &self.handle {
+            OpKind::Plugin {
+                filter,
+                replacement,
+                ..
+            } => *filter && !*replacement,
+            _ => self.children().iter().any(|c| c.shortens_epochs()),
+        }
+    }
+
     /// `true` when running it once on a batch equals running it on every sample: a
     /// deterministic plugin op that says so, or `Delete`.
     pub fn batchable(&self) -> bool {

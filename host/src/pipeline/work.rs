@@ -118,6 +118,15 @@ impl EpochWork {
             .any(|op| op.filters())
     }
 
+    /// `true` when some op in force drops samples or batches without replacement, so that
+    /// the data decides how many batches the epoch has.
+    pub fn shortens(&self) -> bool {
+        self.ops
+            .iter()
+            .chain(&self.batch_ops)
+            .any(|op| op.shortens_epochs())
+    }
+
     /// `true` when an op after the `Batch` op can drop whole batches.
     pub fn filters_batches(&self) -> bool {
         self.batch_ops.iter().any(|op| op.filters())

@@ -147,21 +147,12 @@ impl JsonlLogger {
 
     /// Writes one instance row (buffered).
     pub fn write_instance(&mut self, row: &InstanceRow) -> Result<()> {
-        let id = match &row.id {
-            InstanceId::Int(n) => n.to_string(),
-            InstanceId::Text(text) => quote(text),
-        };
-        let members: Vec<String> = row
-            .values
-            .iter()
-            .map(|(key, value)| format!("{}:{}", quote(key), value.to_json()))
-            .collect();
-        let line = format!(
-            "{{{},\"instance\":{{\"id\":{id},\"values\":{{{}}}}}}}\n",
-            head(&row.mode, row.epoch, row.step),
-            members.join(",")
-        );
-        self.write_line(&line)
+        self.write_line(&instance_line(row))
+    }
+
+    /// Writes lines [`instance_line`] made (buffered): another rank's rows.
+    pub fn write_lines(&mut self, lines: &str) -> Result<()> {
+        self.write_line(lines)
     }
 
     fn write_line(&mut self, line: &str) -> Result<()> {
@@ -174,6 +165,24 @@ impl JsonlLogger {
     pub fn flush(&mut self) -> Result<()> {
         self.file.flush().map_err(|e| Error::io(&self.path, e))
     }
+}
+
+/// One instance row as a line of JSONL.
+pub fn instance_line(row: &InstanceRow) -> String {
+    let id = match &row.id {
+        InstanceId::Int(n) => n.to_string(),
+        InstanceId::Text(text) => quote(text),
+    };
+    let members: Vec<String> = row
+        .values
+        .iter()
+        .map(|(key, value)| format!("{}:{}", quote(key), value.to_json()))
+        .collect();
+    format!(
+        "{{{},\"instance\":{{\"id\":{id},\"values\":{{{}}}}}}}\n",
+        head(&row.mode, row.epoch, row.step),
+        members.join(",")
+    )
 }
 
 impl Drop for JsonlLogger {

@@ -24,7 +24,7 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 pub use csv_log::{read_csv, CsvLogger};
-pub use jsonl::{read_jsonl, InstanceId, InstanceRow, JsonlLogger};
+pub use jsonl::{instance_line, read_jsonl, InstanceId, InstanceRow, JsonlLogger};
 pub use plot::{render_svg, write_plot, PlotOptions, RunHistory};
 pub use proto::{crc32c, masked_crc32c};
 pub use sample_value::SampleValue;
