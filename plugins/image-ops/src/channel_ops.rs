@@ -7,7 +7,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
-use crate::color::{channels, max_value, range, restore, uniform, values, Pixels, ToUint8};
+use crate::color::{add, channels, max_value, range, restore, uniform, values, Pixels, ToUint8};
 use crate::color_ops::PlainConfig;
 use crate::layout::Spatial;
 use crate::Limit;
@@ -287,7 +287,7 @@ impl Pixels for ShiftMap {
             .f_to_kind(Kind::Float)?
             .f_view(shape.as_slice())?
             .f_to_device(x.device())?;
-        restore(&values(x)?.f_add(&shift)?, x.kind(), ToUint8::Truncate)
+        add(x, &shift)
     }
 }
 

@@ -158,6 +158,17 @@ pub(crate) fn lookup(x: &Tensor, lut: &[f64]) -> Result<Tensor> {
     Ok(table.f_index_select(0, &index)?.f_reshape(x.size())?)
 }
 
+/// `x + delta`, clipped. For uint8 images the delta is truncated toward zero first, as
+/// albucore's `add_array` does (it adds the noise in the image's integer type).
+pub(crate) fn add(x: &Tensor, delta: &Tensor) -> Result<Tensor> {
+    let delta = if x.kind() == Kind::Uint8 {
+        delta.f_trunc()?
+    } else {
+        delta.shallow_clone()
+    };
+    restore(&values(x)?.f_add(&delta)?, x.kind(), ToUint8::Truncate)
+}
+
 /// Python's `random.uniform(a, b)`.
 pub(crate) fn uniform(rng: &mut ChaCha8Rng, [a, b]: [f64; 2]) -> f64 {
     a + (b - a) * rng.random::<f64>()

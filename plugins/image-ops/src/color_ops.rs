@@ -6,7 +6,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
-use crate::color::{lookup, max_value, range, restore, uniform, values, Pixels, ToUint8};
+use crate::color::{add, lookup, max_value, range, restore, uniform, values, Pixels, ToUint8};
 use crate::layout::Spatial;
 use crate::Limit;
 
@@ -467,7 +467,7 @@ impl Pixels for NoiseMap {
             .f_to_kind(Kind::Float)?
             .f_reshape(x.size())?
             .f_to_device(x.device())?;
-        restore(&values(x)?.f_add(&noise)?, x.kind(), ToUint8::Truncate)
+        add(x, &noise)
     }
 }
 
