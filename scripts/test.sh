@@ -7,6 +7,8 @@ cd "$root"
 bash scripts/env.sh
 # Test-only: tests/exports.rs converts exports to ONNX (onnx) and runs them (onnxruntime).
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "onnx==1.23.2" "onnxruntime==1.31.1"
+# Test-only: fe-image-ops compares its augmentations with albumentations (and its OpenCV).
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "albumentations==2.0.8" "opencv-python-headless==5.0.0.93"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings

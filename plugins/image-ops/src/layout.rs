@@ -166,3 +166,70 @@ fn round_half_up(y: &Tensor) -> Result<Tensor> {
 pub(crate) fn rng(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed)
 }
+
+/// A probability from the config, or an error naming the field.
+pub(crate) fn probability(field: &str, p: f64) -> Result<f64> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(Error::config(field, format!("must be in [0, 1], got {p}")))
+    }
+}
+
+/// For each input key, whether the config's `masks` lists it. Masks are label maps: ops
+/// that interpolate sample them with nearest neighbour, constant fills use the mask fill,
+/// and photometric ops leave them alone, as albumentations treats its `mask` targets.
+pub(crate) fn mask_flags(keys: &[String], masks: &[String]) -> Result<Vec<bool>> {
+    if let Some(stray) = masks.iter().find(|m| !keys.contains(m)) {
+        return Err(Error::config(
+            "masks",
+            format!(
+                "`{stray}` is not one of the op's inputs ({})",
+                keys.join(", ")
+            ),
+        ));
+    }
+    Ok(keys.iter().map(|k| masks.contains(k)).collect())
+}
+
+/// The layouts of inputs transformed together, which must share height and width.
+pub(crate) fn same_size(keys: &[String], inputs: &[&Tensor]) -> Result<Vec<Spatial>> {
+    check_count(keys, inputs)?;
+    let layouts = keys
+        .iter()
+        .zip(inputs)
+        .map(|(key, x)| Spatial::of(key, x, false))
+        .collect::<Result<Vec<_>>>()?;
+    let first = layouts[0];
+    for (key, layout) in keys.iter().zip(&layouts) {
+        if (layout.height, layout.width) != (first.height, first.width) {
+            return Err(Error::msg(format!(
+                "input `{key}` is {}x{} but `{}` is {}x{}: inputs transformed together must have the same size",
+                layout.height, layout.width, keys[0], first.height, first.width
+            )));
+        }
+    }
+    Ok(layouts)
+}
+
+/// `x` (in `layout`) resized to `(height, width)` like `cv2.resize`: pixel centres, no
+/// antialiasing; dtype and layout kept.
+pub(crate) fn resize(
+    layout: &Spatial,
+    x: &Tensor,
+    height: i64,
+    width: i64,
+    interpolation: Interpolation,
+) -> Result<Tensor> {
+    if (layout.height, layout.width) == (height, width) {
+        return Ok(x.shallow_clone());
+    }
+    let nchw = layout.as_nchw(x)?;
+    let size = [height, width];
+    let resized = match interpolation {
+        Interpolation::Nearest => nchw.f_upsample_nearest2d(size, None, None)?,
+        Interpolation::Bilinear => nchw.f_upsample_bilinear2d(size, false, None, None)?,
+        Interpolation::Bicubic => nchw.f_upsample_bicubic2d(size, false, None, None)?,
+    };
+    layout.restore_layout(&resized, x.kind())
+}

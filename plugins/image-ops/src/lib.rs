@@ -1,5 +1,6 @@
 //! Image transforms and augmentations for fe-host pipelines, after FastEstimator's image
-//! NumpyOps: `ReadImage`, `Resize`, `RandomCrop`, `CenterCrop`, `HorizontalFlip`, `Rotate`.
+//! NumpyOps (albumentations names and parameters); the README lists them. The newer ops are
+//! registered in `registry.rs`.
 //!
 //! Images follow FastEstimator's layout: `(H, W, C)`, or `(H, W)` for a plain 2-D array; a
 //! batch adds a leading `N`. Every op except `ReadImage` accepts several inputs (an image and
@@ -8,19 +9,46 @@
 //! whatever the number of pipeline workers.
 #![warn(missing_docs)]
 
+#[macro_use]
+mod color;
+mod channel_ops;
+mod color_ops;
 mod crop;
+mod dropout;
 mod flip;
+mod flips;
 mod layout;
+mod max_size;
+mod pad;
 mod read;
+mod registry;
+mod registry_color;
 mod resize;
 mod rotate;
+mod sized_crop;
 
+pub use channel_ops::{
+    ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
+};
+pub use color_ops::{
+    Bits, BrightnessContrastConfig, Equalize, GammaConfig, GaussNoise, GaussNoiseConfig,
+    PlainConfig, Posterize, PosterizeConfig, RandomBrightnessContrast, RandomGamma, Solarize,
+    SolarizeConfig, Threshold,
+};
 pub use crop::{CenterCrop, CropConfig, RandomCrop};
+pub use dropout::{CoarseDropout, CoarseDropoutConfig};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};
+pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};
 pub use layout::Interpolation;
+pub use max_size::{LongestMaxSize, MaxSizeConfig, SmallestMaxSize};
+pub use pad::{PadIfNeeded, PadIfNeededConfig, Position};
 pub use read::{ColorFlag, ReadImage, ReadImageConfig};
 pub use resize::{Resize, ResizeConfig};
 pub use rotate::{BorderMode, Limit, Rotate, RotateConfig};
+pub use sized_crop::{
+    Crop, FixedCropConfig, RandomResizedCrop, RandomResizedCropConfig, RandomSizedCrop,
+    RandomSizedCropConfig,
+};
 
 use fe_plugin_api::{inventory, Field, Registration};
 

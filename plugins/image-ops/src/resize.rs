@@ -4,7 +4,7 @@ use fe_plugin_api::tch::Tensor;
 use fe_plugin_api::{CreateContext, FromConfig, NumpyOp, Result, StepContext};
 use serde::Deserialize;
 
-use crate::layout::{check_count, paired_keys, positive, Interpolation, Spatial};
+use crate::layout::{check_count, paired_keys, positive, resize, Interpolation, Spatial};
 
 /// `Resize` configuration.
 #[derive(Deserialize, Debug)]
@@ -52,16 +52,7 @@ impl Resize {
             .zip(inputs)
             .map(|(key, x)| {
                 let spatial = Spatial::of(key, x, batched)?;
-                let nchw = spatial.as_nchw(x)?;
-                let size = [self.height, self.width];
-                let resized = match self.interpolation {
-                    Interpolation::Nearest => nchw.f_upsample_nearest2d(size, None, None)?,
-                    Interpolation::Bilinear => {
-                        nchw.f_upsample_bilinear2d(size, false, None, None)?
-                    }
-                    Interpolation::Bicubic => nchw.f_upsample_bicubic2d(size, false, None, None)?,
-                };
-                spatial.restore_layout(&resized, x.kind())
+                resize(&spatial, x, self.height, self.width, self.interpolation)
             })
             .collect()
     }

@@ -3,8 +3,12 @@
 
 mod crop;
 mod flip;
+mod geometric;
+mod photometric;
 mod read;
+mod reference;
 mod resize;
+mod resized_crops;
 mod rotate;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +39,24 @@ fn direct(name: &str, config: &str, keys: &[&str]) -> Box<dyn NumpyOp> {
         ..CreateContext::detached("test")
     };
     make(config, &ctx).unwrap()
+}
+
+/// Builds op type `T` from `config` with input (and output) `keys`, so tests can read the
+/// parameters it draws.
+fn typed<T: fe_plugin_api::FromConfig>(config: &str, keys: &[&str]) -> T {
+    let keys: Vec<RString> = keys.iter().map(|k| RString::from(*k)).collect();
+    let ctx = CreateContext {
+        inputs: RSlice::from_slice(&keys),
+        outputs: RSlice::from_slice(&keys),
+        ..CreateContext::detached("test")
+    };
+    T::from_config(fe_plugin_api::parse_config(config).unwrap(), &ctx).unwrap()
+}
+
+/// A uint8 image of `shape` with values spread over 0..=255, the same for the same `seed`.
+fn noise(shape: &[i64], seed: i64) -> Tensor {
+    fe_plugin_api::tch::manual_seed(seed);
+    Tensor::randint(256, shape, (Kind::Uint8, Device::Cpu))
 }
 
 /// A pipeline context whose seed is `seed`.
@@ -135,7 +157,15 @@ fn readme_snippets_build() {
             "CenterCrop",
             "RandomCrop",
             "HorizontalFlip",
-            "Rotate"
+            "Rotate",
+            "RandomRotate90",
+            "PadIfNeeded",
+            "SmallestMaxSize",
+            "Crop",
+            "RandomResizedCrop",
+            "RandomSizedCrop",
+            "CoarseDropout",
+            "RandomBrightnessContrast",
         ]
     );
 }

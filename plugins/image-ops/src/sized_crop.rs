@@ -1,0 +1,348 @@
+//! `Crop`, `RandomResizedCrop` and `RandomSizedCrop`: a window of every input, the random
+//! ones then resized to a fixed `height × width`.
+
+use fe_plugin_api::tch::Tensor;
+use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepContext};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+
+use crate::layout::{
+    mask_flags, paired_keys, positive, resize, rng, same_size, Interpolation, Spatial,
+};
+
+/// A window `(x_min, y_min, x_max, y_max)`, half-open, albumentations' `crop_coords`.
+pub(crate) type Coords = [i64; 4];
+
+fn cut(x: &Tensor, layout: &Spatial, [x0, y0, x1, y1]: Coords) -> Result<Tensor> {
+    Ok(x.f_narrow(layout.h_axis, y0, y1 - y0)?
+        .f_narrow(layout.w_axis(), x0, x1 - x0)?
+        .f_contiguous()?)
+}
+
+/// `Crop` configuration: the window's corners in pixels.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct FixedCropConfig {
+    /// Left column, included (default 0).
+    #[serde(default)]
+    pub x_min: i64,
+    /// Top row, included (default 0).
+    #[serde(default)]
+    pub y_min: i64,
+    /// Right column, excluded (default 1024).
+    #[serde(default = "k")]
+    pub x_max: i64,
+    /// Bottom row, excluded (default 1024).
+    #[serde(default = "k")]
+    pub y_max: i64,
+}
+
+fn k() -> i64 {
+    1024
+}
+
+/// Cuts the fixed window `[y_min, y_max) × [x_min, x_max)` out of every input.
+pub struct Crop {
+    keys: Vec<String>,
+    coords: Coords,
+}
+
+impl FromConfig for Crop {
+    type Config = FixedCropConfig;
+    fn from_config(c: FixedCropConfig, ctx: &CreateContext<'_>) -> Result<Self> {
+        for (field, lo, hi) in [("x_max", c.x_min, c.x_max), ("y_max", c.y_min, c.y_max)] {
+            if lo < 0 || hi <= lo {
+                return Err(Error::config(
+                    field,
+                    format!("needs 0 <= min < max, got [{lo}, {hi})"),
+                ));
+            }
+        }
+        Ok(Crop {
+            keys: paired_keys(ctx)?,
+            coords: [c.x_min, c.y_min, c.x_max, c.y_max],
+        })
+    }
+}
+
+impl Crop {
+    fn crop(&self, inputs: &[&Tensor], batched: bool) -> Result<Vec<Tensor>> {
+        crate::layout::check_count(&self.keys, inputs)?;
+        let [_, _, x1, y1] = self.coords;
+        self.keys
+            .iter()
+            .zip(inputs)
+            .map(|(key, x)| {
+                let layout = Spatial::of(key, x, batched)?;
+                if x1 > layout.width || y1 > layout.height {
+                    return Err(Error::msg(format!(
+                        "crop to x_max {x1}, y_max {y1} is outside input `{key}` ({}x{})",
+                        layout.height, layout.width
+                    )));
+                }
+                cut(x, &layout, self.coords)
+            })
+            .collect()
+    }
+}
+
+impl NumpyOp for Crop {
+    fn forward(&self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
+        self.crop(inputs, false)
+    }
+    fn forward_batch(&self, inputs: &[&Tensor], _ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
+        self.crop(inputs, true)
+    }
+    fn batchable(&self) -> bool {
+        true
+    }
+}
+
+/// albumentations' `get_crop_coords`: `start` in [0, 1) maps onto every valid offset.
+fn place(height: i64, width: i64, crop: (i64, i64), h_start: f64, w_start: f64) -> Coords {
+    let y0 = ((height - crop.0 + 1) as f64 * h_start) as i64;
+    let x0 = ((width - crop.1 + 1) as f64 * w_start) as i64;
+    [x0, y0, x0 + crop.1, y0 + crop.0]
+}
+
+/// Python's `random.uniform(a, b)`.
+fn uniform(rng: &mut ChaCha8Rng, a: f64, b: f64) -> f64 {
+    a + (b - a) * rng.random::<f64>()
+}
+
+/// What the random resized crops share: output size, sampling, which inputs are masks.
+struct Output {
+    keys: Vec<String>,
+    masks: Vec<bool>,
+    height: i64,
+    width: i64,
+    interpolation: Interpolation,
+}
+
+impl Output {
+    fn new(
+        ctx: &CreateContext<'_>,
+        masks: &[String],
+        height: i64,
+        width: i64,
+        interpolation: Interpolation,
+    ) -> Result<Output> {
+        let keys = paired_keys(ctx)?;
+        Ok(Output {
+            masks: mask_flags(&keys, masks)?,
+            keys,
+            height: positive("height", height)?,
+            width: positive("width", width)?,
+            interpolation,
+        })
+    }
+
+    fn apply(
+        &self,
+        inputs: &[&Tensor],
+        coords: impl FnOnce(i64, i64) -> Result<Coords>,
+    ) -> Result<Vec<Tensor>> {
+        let layouts = same_size(&self.keys, inputs)?;
+        let window = coords(layouts[0].height, layouts[0].width)?;
+        inputs
+            .iter()
+            .zip(&layouts)
+            .zip(&self.masks)
+            .map(|((x, layout), &mask)| {
+                let crop = cut(x, layout, window)?;
+                let cropped = Spatial::of("crop", &crop, false)?;
+                let interpolation = if mask {
+                    Interpolation::Nearest
+                } else {
+                    self.interpolation
+                };
+                resize(&cropped, &crop, self.height, self.width, interpolation)
+            })
+            .collect()
+    }
+}
+
+fn bilinear() -> Interpolation {
+    Interpolation::Bilinear
+}
+
+/// `RandomResizedCrop` configuration (FastEstimator's names).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RandomResizedCropConfig {
+    /// Output height.
+    pub height: i64,
+    /// Output width.
+    pub width: i64,
+    /// Range of the window's area as a fraction of the image's (default [0.08, 1]).
+    #[serde(default = "default_scale")]
+    pub scale: [f64; 2],
+    /// Range of the window's width / height (default [3/4, 4/3]), sampled log-uniformly.
+    #[serde(default = "default_ratio")]
+    pub ratio: [f64; 2],
+    /// Sampling of images (default `"bilinear"`); masks always use nearest.
+    #[serde(default = "bilinear")]
+    pub interpolation: Interpolation,
+    /// Inputs that are label masks.
+    #[serde(default)]
+    pub masks: Vec<String>,
+}
+
+fn default_scale() -> [f64; 2] {
+    [0.08, 1.0]
+}
+
+fn default_ratio() -> [f64; 2] {
+    [0.75, 4.0 / 3.0]
+}
+
+/// Inception-style crop: a window of random area and aspect ratio, resized to
+/// `height × width`; after 10 failed draws, the central window of the closest ratio.
+pub struct RandomResizedCrop {
+    out: Output,
+    scale: [f64; 2],
+    ratio: [f64; 2],
+}
+
+impl FromConfig for RandomResizedCrop {
+    type Config = RandomResizedCropConfig;
+    fn from_config(c: RandomResizedCropConfig, ctx: &CreateContext<'_>) -> Result<Self> {
+        if !(0.0 < c.scale[0] && c.scale[0] <= c.scale[1]) {
+            return Err(Error::config(
+                "scale",
+                format!("needs 0 < lo <= hi, got {:?}", c.scale),
+            ));
+        }
+        if !(0.0 < c.ratio[0] && c.ratio[0] <= c.ratio[1]) {
+            return Err(Error::config(
+                "ratio",
+                format!("needs 0 < lo <= hi, got {:?}", c.ratio),
+            ));
+        }
+        Ok(RandomResizedCrop {
+            out: Output::new(ctx, &c.masks, c.height, c.width, c.interpolation)?,
+            scale: c.scale,
+            ratio: c.ratio,
+        })
+    }
+}
+
+impl RandomResizedCrop {
+    /// The window the call seeded `seed` cuts from an `height × width` image.
+    pub(crate) fn coords(&self, height: i64, width: i64, seed: u64) -> Coords {
+        let mut rng = rng(seed);
+        let area = (height * width) as f64;
+        let (log_lo, log_hi) = (self.ratio[0].ln(), self.ratio[1].ln());
+        for _ in 0..10 {
+            let target = uniform(&mut rng, self.scale[0] * area, self.scale[1] * area);
+            let aspect = uniform(&mut rng, log_lo, log_hi).exp();
+            let w = (target * aspect).sqrt().round_ties_even() as i64;
+            let h = (target / aspect).sqrt().round_ties_even() as i64;
+            if 0 < w && w <= width && 0 < h && h <= height {
+                let (h_start, w_start) = (rng.random::<f64>(), rng.random::<f64>());
+                return place(height, width, (h, w), h_start, w_start);
+            }
+        }
+        let in_ratio = width as f64 / height as f64;
+        let (h, w) = if in_ratio < self.ratio[0] {
+            (
+                (width as f64 / self.ratio[0]).round_ties_even() as i64,
+                width,
+            )
+        } else if in_ratio > self.ratio[1] {
+            (
+                height,
+                (height as f64 * self.ratio[1]).round_ties_even() as i64,
+            )
+        } else {
+            (height, width)
+        };
+        let (y0, x0) = ((height - h) / 2, (width - w) / 2);
+        [x0, y0, x0 + w, y0 + h]
+    }
+}
+
+impl NumpyOp for RandomResizedCrop {
+    fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
+        self.out
+            .apply(inputs, |h, w| Ok(self.coords(h, w, ctx.seed)))
+    }
+}
+
+/// `RandomSizedCrop` configuration (FastEstimator's names).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RandomSizedCropConfig {
+    /// Range `[lo, hi]` of the window height, both included.
+    pub min_max_height: [i64; 2],
+    /// Output height.
+    pub height: i64,
+    /// Output width.
+    pub width: i64,
+    /// Window width / height (default 1).
+    #[serde(default = "one")]
+    pub w2h_ratio: f64,
+    /// Sampling of images (default `"bilinear"`); masks always use nearest.
+    #[serde(default = "bilinear")]
+    pub interpolation: Interpolation,
+    /// Inputs that are label masks.
+    #[serde(default)]
+    pub masks: Vec<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A window of random height in `min_max_height` (width `height * w2h_ratio`) at a random
+/// position, resized to `height × width`.
+pub struct RandomSizedCrop {
+    out: Output,
+    min_max_height: [i64; 2],
+    w2h_ratio: f64,
+}
+
+impl FromConfig for RandomSizedCrop {
+    type Config = RandomSizedCropConfig;
+    fn from_config(c: RandomSizedCropConfig, ctx: &CreateContext<'_>) -> Result<Self> {
+        let [lo, hi] = c.min_max_height;
+        if !(1 <= lo && lo <= hi) {
+            return Err(Error::config(
+                "min_max_height",
+                format!("needs 1 <= lo <= hi, got [{lo}, {hi}]"),
+            ));
+        }
+        if !(c.w2h_ratio > 0.0 && c.w2h_ratio.is_finite()) {
+            return Err(Error::config(
+                "w2h_ratio",
+                format!("must be > 0, got {}", c.w2h_ratio),
+            ));
+        }
+        Ok(RandomSizedCrop {
+            out: Output::new(ctx, &c.masks, c.height, c.width, c.interpolation)?,
+            min_max_height: c.min_max_height,
+            w2h_ratio: c.w2h_ratio,
+        })
+    }
+}
+
+impl RandomSizedCrop {
+    /// The window the call seeded `seed` cuts from an `height × width` image.
+    /// A window larger than the image is clipped to it, as albumentations does.
+    pub(crate) fn coords(&self, height: i64, width: i64, seed: u64) -> Coords {
+        let mut rng = rng(seed);
+        let h = rng.random_range(self.min_max_height[0]..=self.min_max_height[1]);
+        let w = ((h as f64 * self.w2h_ratio) as i64).max(1);
+        let (h_start, w_start) = (rng.random::<f64>(), rng.random::<f64>());
+        let crop = (h.min(height), w.min(width));
+        place(height, width, crop, h_start, w_start)
+    }
+}
+
+impl NumpyOp for RandomSizedCrop {
+    fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
+        self.out
+            .apply(inputs, |h, w| Ok(self.coords(h, w, ctx.seed)))
+    }
+}
