@@ -7,6 +7,8 @@ cd "$root"
 bash scripts/env.sh
 # Test-only: tests/exports.rs converts exports to ONNX (onnx) and runs them (onnxruntime).
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "onnx==1.23.2" "onnxruntime==1.31.1"
+# Test-only: tests/metrics.rs compares ROCAUC with scikit-learn's roc_auc_score.
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "scikit-learn==1.7.2"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
