@@ -111,12 +111,12 @@ fn confidences(y_true: &Tensor, y_pred: &Tensor) -> Result<(Tensor, Tensor)> {
     match size.as_slice() {
         [_, c] if *c > 1 => {
             let (top, predicted) = y_pred.f_max_dim(1, false)?;
-            let truth = true_classes(y_true, predicted.numel() as usize, Device::Cpu)?;
+            let truth = true_classes(y_true, predicted.numel(), Device::Cpu)?;
             Ok((top, predicted.f_eq_tensor(&truth)?))
         }
         [_] | [_, 1] => {
             let p = y_pred.f_reshape([-1])?;
-            let truth = true_classes(y_true, p.numel() as usize, Device::Cpu)?;
+            let truth = true_classes(y_true, p.numel(), Device::Cpu)?;
             Ok((p, truth.f_eq(1)?))
         }
         _ => Err(Error::msg(format!(

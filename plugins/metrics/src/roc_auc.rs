@@ -133,8 +133,11 @@ fn auc(labels: &[i64], scores: &[f64], positive: i64) -> f64 {
     doubled as f64 / (2.0 * positives as f64 * negatives as f64)
 }
 
+/// Every sample's label, the scores row by row, and the number of score columns.
+type Samples = (Vec<i64>, Vec<f64>, i64);
+
 /// Concatenates the labels and score matrices of every partial state.
-fn gather(partials: &[State]) -> Result<Option<(Vec<i64>, Vec<f64>, i64)>> {
+fn gather(partials: &[State]) -> Result<Option<Samples>> {
     let (mut labels, mut scores) = (Vec::new(), Vec::new());
     for partial in partials {
         if let (Some(l), Some(s)) = (partial.tensor("labels"), partial.tensor("scores")) {
