@@ -9,6 +9,8 @@ bash scripts/env.sh
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "onnx==1.23.2" "onnxruntime==1.31.1"
 # Test-only: fe-image-ops compares its augmentations with albumentations (and its OpenCV).
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "albumentations==2.0.8" "opencv-python-headless==5.0.0.93"
+# Test-only: tests/metrics.rs compares ROCAUC with scikit-learn's roc_auc_score.
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "scikit-learn==1.7.2"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings

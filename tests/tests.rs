@@ -26,6 +26,8 @@ mod install;
 mod kill;
 mod launch;
 mod loading;
+mod metrics;
+mod mixing;
 mod network;
 mod out_of_tree;
 mod outputs;

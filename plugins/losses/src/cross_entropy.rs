@@ -60,6 +60,13 @@ impl FromConfig for CrossEntropy {
     type Config = CrossEntropyConfig;
     fn from_config(config: CrossEntropyConfig, ctx: &CreateContext<'_>) -> Result<Self> {
         ctx.expect_arity(Some(2), Some(1))?;
+        Self::new(config)
+    }
+}
+
+impl CrossEntropy {
+    /// The loss `config` describes, for ops that compute it inside their own (`MixLoss`).
+    pub(crate) fn new(config: CrossEntropyConfig) -> Result<Self> {
         let class_weights = match config.class_weights {
             Some(map) => super::index_weights("class_weights", map)?,
             None => Vec::new(),

@@ -1,8 +1,9 @@
 //! Losses for fe-host with FastEstimator's semantics (the PyTorch branch of each FastEstimator
-//! loss): `CrossEntropy`, `MeanSquaredError`, `L1Loss`, `Hinge`, `FocalLoss` and `DiceLoss`.
+//! loss): `CrossEntropy`, `MixLoss`, `MeanSquaredError`, `L1Loss`, `Hinge`, `FocalLoss` and `DiceLoss`.
 //!
 //! Every loss reads `[y_pred, y_true]` (FastEstimator's order), writes one key, and defaults to
-//! every mode but `infer` (there are no labels at inference). See the crate's README for the
+//! every mode but `infer` (there are no labels at inference); `MixLoss` also reads the mixing
+//! weight λ and runs while training only. See the crate's README for the
 //! manifest syntax of each.
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ mod dice;
 mod focal;
 mod hinge;
 mod l1;
+mod mix_loss;
 mod mse;
 
 pub use cross_entropy::{CrossEntropy, CrossEntropyConfig, Form};
@@ -22,7 +24,36 @@ pub use dice::{DiceLoss, DiceLossConfig};
 pub use focal::{FocalLoss, FocalLossConfig, Reduce};
 pub use hinge::{Hinge, HingeConfig};
 pub use l1::{L1Loss, L1LossConfig, L1Type};
+pub use mix_loss::MixLoss;
 pub use mse::{MeanSquaredError, MseConfig};
+
+/// The configuration `CrossEntropy` and `MixLoss` share ([`CrossEntropyConfig`]).
+const CROSS_ENTROPY_FIELDS: &[Field] = &[
+    Field::optional(
+        "from_logits",
+        "bool",
+        "false",
+        "Predictions are logits: a softmax (sigmoid for binary) is applied first",
+    ),
+    Field::optional(
+        "form",
+        "\"binary\" | \"categorical\" | \"sparse\"",
+        "from the shapes",
+        "Which cross-entropy; absent: chosen per call from the shapes, as FastEstimator does",
+    ),
+    Field::optional(
+        "class_weights",
+        "table { class = weight }",
+        "none",
+        "Weight of each true class; unlisted classes weigh 1",
+    ),
+    Field::optional(
+        "average_loss",
+        "bool",
+        "true",
+        "Mean over the batch; false: one loss per sample",
+    ),
+];
 
 inventory::submit! {
     Registration::tensor_op::<CrossEntropy>(
@@ -30,12 +61,16 @@ inventory::submit! {
         "Cross-entropy of predictions against sparse, one-hot or binary labels (from probabilities or logits)",
     )
     .default_mode("!infer")
-    .fields(&[
-        Field::optional("from_logits", "bool", "false", "Predictions are logits: a softmax (sigmoid for binary) is applied first"),
-        Field::optional("form", "\"binary\" | \"categorical\" | \"sparse\"", "from the shapes", "Which cross-entropy; absent: chosen per call from the shapes, as FastEstimator does"),
-        Field::optional("class_weights", "table { class = weight }", "none", "Weight of each true class; unlisted classes weigh 1"),
-        Field::optional("average_loss", "bool", "true", "Mean over the batch; false: one loss per sample"),
-    ])
+    .fields(CROSS_ENTROPY_FIELDS)
+}
+
+inventory::submit! {
+    Registration::tensor_op::<MixLoss>(
+        "MixLoss",
+        "MixUp/CutMix loss: λ·CE(y_pred, y) + (1-λ)·CE(y_pred, roll(y)), inputs [y_pred, y, lambda]",
+    )
+    .default_mode("train")
+    .fields(CROSS_ENTROPY_FIELDS)
 }
 
 inventory::submit! {
@@ -272,6 +307,6 @@ mod readme {
             }
             built.push(name);
         }
-        assert_eq!(built.len(), 6, "{built:?}");
+        assert_eq!(built.len(), 7, "{built:?}");
     }
 }

@@ -1,5 +1,6 @@
 //! Metrics for fe-host, ported from FastEstimator's metric traces: `Accuracy`, `Precision`,
-//! `Recall`, `F1Score`, `ConfusionMatrix`, `MCC` and `Dice`.
+//! `Recall`, `F1Score`, `ConfusionMatrix`, `MCC` and `Dice`; and `ROCAUC` and
+//! `ExpectedCalibrationError` (scikit-learn's and torchmetrics' definitions).
 //!
 //! Every metric accumulates per batch into an additive partial state (confusion counts, or
 //! per-channel fixed-point sums for Dice) and reduces the partial states of all workers
@@ -11,19 +12,23 @@
 use fe_plugin_api::{inventory, Field, Registration};
 
 mod accuracy;
+mod calibration;
 mod classes;
 mod confusion;
 mod confusion_matrix;
 mod dice;
 mod mcc;
+mod roc_auc;
 mod scores;
 #[cfg(test)]
 mod test_support;
 
 pub use accuracy::Accuracy;
+pub use calibration::{CalibrationConfig, CalibrationError, Norm};
 pub use confusion_matrix::{ConfusionMatrix, ConfusionMatrixConfig, Normalize};
 pub use dice::{Dice, DiceConfig, Off, Threshold};
 pub use mcc::{Mcc, MccConfig};
+pub use roc_auc::{AucAverage, RocAuc, RocAucConfig};
 pub use scores::{
     Average, ClassScore, F1Measure, F1Score, Precision, PrecisionScore, Recall, RecallScore, Score,
     ScoreConfig,
@@ -134,6 +139,29 @@ inventory::submit! {
         Field::optional("threshold", "float | \"none\"", "0.5", "Predictions above this are mask; \"none\" skips binarisation"),
         Field::optional("mask_overlap", "bool", "true", "A pixel may belong to several channels; false: only the highest keeps its value"),
         Field::optional("exclude_channels", "[integer]", "[]", "Channels left out of the mean (NaN per channel)"),
+    ])
+}
+
+inventory::submit! {
+    Registration::metric::<RocAuc>(
+        "ROCAUC",
+        "Area under the ROC curve: binary, or one-vs-rest per class and their macro mean (sklearn)",
+    )
+    .default_mode("eval,test")
+    .fields(&[
+        Field::optional("average", "\"macro\" | \"none\"", "\"macro\"", "Mean over classes with a defined AUC, or the per-class tensor"),
+    ])
+}
+
+inventory::submit! {
+    Registration::metric::<CalibrationError>(
+        "ExpectedCalibrationError",
+        "Calibration error of probabilities over equal-width confidence bins (torchmetrics' ECE)",
+    )
+    .default_mode("eval,test")
+    .fields(&[
+        Field::optional("n_bins", "integer", "15", "Equal-width bins over [0, 1]; a confidence of 1 has its own"),
+        Field::optional("norm", "\"l1\" | \"l2\" | \"max\"", "\"l1\"", "ECE, root-mean-square or maximum calibration error"),
     ])
 }
 

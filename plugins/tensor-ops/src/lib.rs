@@ -1,5 +1,6 @@
 //! Tensor utilities for fe-host networks, with FastEstimator's TensorOp semantics: `Average`,
-//! `Constant`, `Reshape`, `Permute`, `Argmax` and `Normalize`.
+//! `Constant`, `Reshape`, `Permute`, `Argmax` and `Normalize`; batch mixing (`MixUpBatch`,
+//! `CutMixBatch`) and adversarial examples (`Watch`, `FGSM`).
 //!
 //! They run on whole batches, exactly as FastEstimator's TensorOps do: `Reshape`'s `shape`,
 //! `Permute`'s `permutation` and `Argmax`'s `axis` all count the batch dimension (dimension 0).
@@ -8,19 +9,67 @@
 
 use fe_plugin_api::{inventory, Field, Registration};
 
+mod adversarial;
 mod argmax;
 mod average;
+mod beta;
 mod constant;
+mod mix;
 mod normalize;
 mod permute;
 mod reshape;
 
+pub use adversarial::{Fgsm, FgsmConfig, Watch};
 pub use argmax::{Argmax, ArgmaxConfig};
 pub use average::Average;
 pub use constant::{Constant, ConstantConfig};
+pub use mix::{CutMixBatch, CutMixConfig, MixUpBatch, MixUpConfig};
 pub use normalize::{Normalize, NormalizeConfig, Stat};
 pub use permute::{Permute, PermuteConfig};
 pub use reshape::{Reshape, ReshapeConfig, Shape};
+
+inventory::submit! {
+    Registration::tensor_op::<Watch>(
+        "Watch",
+        "Makes its keys leaves that record gradients, so a later op (FGSM) can differentiate a loss with respect to them",
+    )
+    .fields(&[])
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Fgsm>(
+        "FGSM",
+        "Fast gradient sign method: clip(x + epsilon·sign(d loss/dx)), inputs [data, loss], data from a Watch",
+    )
+    .fields(&[
+        Field::optional("epsilon", "float", "0.01", "Step size, ≥ 0"),
+        Field::optional("clip_low", "float", "the batch's minimum", "Lower bound of the result"),
+        Field::optional("clip_high", "float", "the batch's maximum", "Upper bound of the result"),
+    ])
+}
+
+inventory::submit! {
+    Registration::tensor_op::<MixUpBatch>(
+        "MixUpBatch",
+        "MixUp: each input becomes λx + (1-λ)·roll(x), λ = max(λ0, 1-λ0), λ0 ~ Beta(alpha, alpha); the same λ for images and labels",
+    )
+    .default_mode("train")
+    .fields(&[
+        Field::optional("alpha", "float", "1.0", "Beta(alpha, alpha) parameter, > 0"),
+        Field::optional("shared_beta", "bool", "false", "One λ for the whole batch instead of one per sample"),
+    ])
+}
+
+inventory::submit! {
+    Registration::tensor_op::<CutMixBatch>(
+        "CutMixBatch",
+        "CutMix: pastes a patch of the neighbouring image into [B, C, H, W] images; labels mixed by the pixel share kept",
+    )
+    .default_mode("train")
+    .fields(&[
+        Field::optional("alpha", "float", "1.0", "Beta(alpha, alpha) parameter, > 0"),
+    ])
+}
 
 inventory::submit! {
     Registration::tensor_op::<Average>(
