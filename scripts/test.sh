@@ -7,6 +7,10 @@ cd "$root"
 bash scripts/env.sh
 # Test-only: tests/exports.rs converts exports to ONNX (onnx) and runs them (onnxruntime).
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "onnx==1.23.2" "onnxruntime==1.31.1"
+# Test-only: tests/torchvision.rs and the torchscript bench script torchvision's resnet18. The
+# build matching torch 2.11, without its dependencies so that .venv's torch stays; pillow is
+# what torchvision imports at start-up.
+.venv/bin/python -m pip install --disable-pip-version-check --quiet --no-deps "torchvision==0.26.0" "pillow==13.0.0"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
