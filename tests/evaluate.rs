@@ -213,3 +213,79 @@ fn untrained_weights_a_training_mode_and_a_csv_over_an_input_are_refused() {
     let trained = evaluate_json(dir.path(), &["m.toml", "--checkpoint", "ck"]);
     assert_ne!(values(&random, 0)["ce"], values(&trained, 0)["ce"]);
 }
+
+#[test]
+fn evaluate_on_one_and_two_ranks_gives_the_numbers_of_one_process() {
+    let dir = trained("evaluate-nproc");
+    let one = evaluate_json(dir.path(), &["m.toml", "--checkpoint", "ck"]);
+    for nproc in ["1", "2"] {
+        // Rank 0's JSON is the command's output, unprefixed, as one process prints it.
+        let ranks = evaluate_json(
+            dir.path(),
+            &["m.toml", "--checkpoint", "ck", "--nproc", nproc],
+        );
+        for index in 0..2 {
+            assert_eq!(
+                ranks["datasets"][index]["ds_id"], one["datasets"][index]["ds_id"],
+                "--nproc {nproc}"
+            );
+            assert_eq!(
+                ranks["datasets"][index]["samples"],
+                one["datasets"][index]["samples"]
+            );
+            let (alone, shared) = (values(&one, index), values(&ranks, index));
+            assert_eq!(
+                alone.keys().collect::<Vec<_>>(),
+                shared.keys().collect::<Vec<_>>()
+            );
+            // Counts reduce exactly; a mean loss sums its batches in another order (two
+            // halves of 16 instead of batches of 32), so it may differ in the last bits.
+            assert_eq!(alone["accuracy"], shared["accuracy"], "--nproc {nproc}");
+            let (a, s) = (
+                alone["ce"].as_f64().unwrap(),
+                shared["ce"].as_f64().unwrap(),
+            );
+            assert!(
+                (a - s).abs() <= 1e-6 * a.abs(),
+                "--nproc {nproc}: ce {a} vs {s}"
+            );
+        }
+    }
+    // Two ranks on the test data with a CSV: one file, written once, as one process writes it.
+    let csv_one = fe_host_in(
+        dir.path(),
+        &[
+            "evaluate",
+            "m.toml",
+            "--checkpoint",
+            "ck",
+            "--mode",
+            "test",
+            "--csv",
+            "one.csv",
+        ],
+    );
+    assert_eq!(csv_one.code, 0, "{}", csv_one.stderr);
+    let csv_two = fe_host_in(
+        dir.path(),
+        &[
+            "evaluate",
+            "m.toml",
+            "--checkpoint",
+            "ck",
+            "--mode",
+            "test",
+            "--csv",
+            "two.csv",
+            "--nproc",
+            "2",
+        ],
+    );
+    assert_eq!(csv_two.code, 0, "{}{}", csv_two.stdout, csv_two.stderr);
+    assert_contains!(csv_two.stdout, "fe-host test: samples: ");
+    assert!(!csv_two.stdout.contains("[rank 1]"), "{}", csv_two.stdout);
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let (one_rows, two_rows) = (read("one.csv"), read("two.csv"));
+    assert_eq!(one_rows.lines().next(), two_rows.lines().next());
+    assert_eq!(one_rows.lines().count(), two_rows.lines().count());
+}

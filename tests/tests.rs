@@ -47,6 +47,7 @@ mod slicing;
 mod stopping;
 mod torchscript;
 mod torchscript_checks;
+mod torchvision;
 mod traces;
 mod training;
 mod updates;

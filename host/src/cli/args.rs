@@ -15,7 +15,7 @@ use crate::manifest::Manifest;
 /// usage or an invalid manifest; 3 plugin problems; 4 the device is unavailable; 5 bad data;
 /// 6 a bad checkpoint; 75 stopped by Ctrl-C or SIGTERM after saving a checkpoint (continue
 /// with --resume); 130/143 stopped at once by a second SIGINT/SIGTERM; 70 an internal error.
-/// `run --nproc N` exits with the code of the first rank that failed.
+/// `run --nproc N` and `evaluate --nproc N` exit with the code of the first rank that failed.
 #[derive(Parser, Debug)]
 #[command(name = "fe-host", version, about, long_about = None)]
 pub struct Cli {

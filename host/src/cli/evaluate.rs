@@ -50,6 +50,11 @@ pub struct EvaluateArgs {
     /// libtorch intra-op threads (default one per core).
     #[arg(long)]
     pub threads: Option<u32>,
+    /// Evaluate as N data-parallel ranks on this machine (as `run --nproc`): each takes its
+    /// share of every dataset, the metrics are reduced across ranks, and the numbers are those
+    /// of one process. Under torchrun, its variables make each process a rank.
+    #[arg(long, value_name = "N")]
+    pub nproc: Option<usize>,
     /// Plugin search.
     #[command(flatten)]
     pub plugins: PluginArgs,
@@ -58,8 +63,82 @@ pub struct EvaluateArgs {
     pub overrides: OverrideArgs,
 }
 
-/// Runs `fe-host evaluate`.
+/// Runs `fe-host evaluate`: in this process, or with `--nproc N` as N ranks that share each
+/// dataset and reduce their metrics, giving the numbers one process gives.
 pub fn run(args: EvaluateArgs) -> Result<()> {
+    if let Some(nproc) = args.nproc {
+        return super::launch::launch(
+            nproc,
+            super::launch::Launch {
+                quiet: true,
+                manifest: || prepare(&args).map(|prepared| prepared.manifest),
+                plain_rank0_stdout: true,
+            },
+        );
+    }
+    let membership = super::run::data_parallel_membership(false)?;
+    let speaks = membership.as_ref().is_none_or(|m| m.rank == 0);
+    let Prepared {
+        mode,
+        manifest,
+        weights,
+        registry,
+    } = prepare(&args)?;
+    let epoch = args.epoch.unwrap_or(manifest.run.epochs).max(1);
+    crate::runtime::set_threads(args.threads.or(manifest.run.threads));
+    let mut device = device(args.device.as_deref(), &manifest)?;
+    if let Some(membership) = &membership {
+        device = crate::dist::role::rank_device(device, membership).map_err(Error::Usage)?;
+    }
+    let options = RunOptions {
+        quiet: true,
+        out: Box::new(std::io::sink()),
+        progress: false,
+    };
+    let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
+    let source = weights.path()?;
+    if let Some(path) = &source {
+        crate::system::weights::load(&mut estimator.network, path)?;
+    }
+    if let Some(membership) = &membership {
+        // Each rank evaluates its share of every dataset; the traces reduce across ranks as
+        // they do in a run's evaluation, so every rank ends with the numbers of the whole.
+        (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
+        (estimator.pipeline).share_cores(membership.local_world, &manifest);
+        let group = super::run::join_group(membership, &manifest, device)?;
+        estimator.join(group, &manifest)?;
+    }
+    let results = estimator.evaluate(mode, epoch)?;
+    if !speaks {
+        return Ok(());
+    }
+    let from = source.map_or_else(
+        || "untrained weights".to_owned(),
+        |p| p.display().to_string(),
+    );
+    if let Some(file) = &args.csv {
+        write_csv(file, mode, &results)?;
+    }
+    let text = if args.json {
+        json(mode, epoch, &from, &results)
+    } else {
+        lines(mode, &from, &results)
+    };
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    Ok(())
+}
+
+/// The evaluation every process (launcher and ranks) sets up the same way.
+struct Prepared {
+    mode: Mode,
+    manifest: Manifest,
+    weights: Weights,
+    registry: crate::plugins::Registry,
+}
+
+/// Checks the flags and builds the manifest the evaluation runs: the `--input` data in place
+/// of the mode's datasets, nothing that trains or writes.
+fn prepare(args: &EvaluateArgs) -> Result<Prepared> {
     let mode: Mode = args.mode.parse().map_err(Error::Usage)?;
     if !matches!(mode, Mode::Eval | Mode::Test) {
         return Err(Error::Usage(format!(
@@ -109,33 +188,12 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
     });
     let epoch = args.epoch.unwrap_or(manifest.run.epochs).max(1);
     manifest.run.epochs = manifest.run.epochs.max(epoch);
-    crate::runtime::set_threads(args.threads.or(manifest.run.threads));
-    let device = device(args.device.as_deref(), &manifest)?;
-    let options = RunOptions {
-        quiet: true,
-        out: Box::new(std::io::sink()),
-        progress: false,
-    };
-    let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
-    let source = weights.path()?;
-    if let Some(path) = &source {
-        crate::system::weights::load(&mut estimator.network, path)?;
-    }
-    let results = estimator.evaluate(mode, epoch)?;
-    let from = source.map_or_else(
-        || "untrained weights".to_owned(),
-        |p| p.display().to_string(),
-    );
-    if let Some(file) = &args.csv {
-        write_csv(file, mode, &results)?;
-    }
-    let text = if args.json {
-        json(mode, epoch, &from, &results)
-    } else {
-        lines(mode, &from, &results)
-    };
-    let _ = std::io::stdout().write_all(text.as_bytes());
-    Ok(())
+    Ok(Prepared {
+        mode,
+        manifest,
+        weights,
+        registry,
+    })
 }
 
 /// Puts the `--input` data in place of the manifest's datasets of `mode`, so the pipeline

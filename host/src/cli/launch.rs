@@ -1,4 +1,4 @@
-//! `fe-host run MANIFEST --nproc N`: N ranks of this same binary on this machine, started the
+//! `fe-host run|evaluate MANIFEST --nproc N`: N ranks of this same binary on this machine, started the
 //! way torchrun starts them (its environment variables, a rendezvous on a free loopback port),
 //! so a one-machine data-parallel run needs no Python. Multi-node runs use torchrun itself.
 //!
@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::manifest::Manifest;
 
 /// How long ranks asked to stop (because another failed) get before they are killed: torchrun's
 /// grace, enough for a rank to finish a step and write its checkpoint.
@@ -34,15 +35,26 @@ const RANK_VARIABLES: [&str; 5] = [
 static PENDING_INT: AtomicU32 = AtomicU32::new(0);
 static PENDING_TERM: AtomicU32 = AtomicU32::new(0);
 
+/// What differs between the commands `--nproc` launches (`run`, `evaluate`).
+pub struct Launch<F> {
+    /// No launcher banner.
+    pub quiet: bool,
+    /// Loads the manifest the ranks will run, as they will load it: a mistake every rank would
+    /// make is reported once, before any rank starts.
+    pub manifest: F,
+    /// Rank 0's standard output is the command's result (`evaluate --json`): it passes through
+    /// as one process would print it, without the `[rank 0] ` prefix.
+    pub plain_rank0_stdout: bool,
+}
+
 /// Starts `nproc` ranks running this command line without `--nproc`, waits for them and
 /// returns the outcome: `Ok` when every rank succeeded, else the first failure.
-pub fn launch(nproc: usize, run: &super::RunArgs) -> Result<()> {
-    let quiet = run.quiet;
+pub fn launch<F: FnOnce() -> Result<Manifest>>(nproc: usize, how: Launch<F>) -> Result<()> {
+    let quiet = how.quiet;
     let vars: Vec<(String, String)> = std::env::vars().collect();
     check(nproc, &vars)?;
-    // A mistake every rank would make is reported once, before any rank starts: a manifest or
-    // override that does not load, a batch the ranks cannot share.
-    let manifest = super::again::load(run)?;
+    // A manifest or override that does not load, a batch the ranks cannot share.
+    let manifest = (how.manifest)()?;
     crate::pipeline::check_batch_divides(&manifest, nproc)?;
     let args = without_nproc(std::env::args_os().skip(1).collect());
     let program = std::env::current_exe()
@@ -100,10 +112,11 @@ pub fn launch(nproc: usize, run: &super::RunArgs) -> Result<()> {
             }
         };
         if let Some(out) = child.stdout.take() {
-            printers.push(prefix_lines(out, rank, false));
+            let prefix = !(how.plain_rank0_stdout && rank == 0);
+            printers.push(prefix_lines(out, prefix.then_some(rank), false));
         }
         if let Some(err) = child.stderr.take() {
-            printers.push(prefix_lines(err, rank, true));
+            printers.push(prefix_lines(err, Some(rank), true));
         }
         ranks.push(Rank {
             pid: child.id() as libc::pid_t,
@@ -218,14 +231,14 @@ fn isolate(command: &mut Command) {
 }
 
 /// Copies `stream` line by line to the launcher's stdout (or stderr), each line prefixed
-/// `[rank R] `; a line is written whole, so ranks never interleave inside one.
+/// `[rank R] ` (`None`: as it is); a line is written whole, so ranks never interleave inside one.
 fn prefix_lines(
     stream: impl Read + Send + 'static,
-    rank: usize,
+    rank: Option<usize>,
     to_stderr: bool,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let prefix = format!("[rank {rank}] ");
+        let prefix = rank.map_or(String::new(), |rank| format!("[rank {rank}] "));
         let mut reader = BufReader::new(stream);
         let mut line = Vec::new();
         loop {

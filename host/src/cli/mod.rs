@@ -43,7 +43,14 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(mut args) => {
             again::prepare(&mut args)?;
             match args.nproc {
-                Some(nproc) => launch::launch(nproc, &args),
+                Some(nproc) => launch::launch(
+                    nproc,
+                    launch::Launch {
+                        quiet: args.quiet,
+                        manifest: || again::load(&args),
+                        plain_rank0_stdout: false,
+                    },
+                ),
                 None => run::run_manifest(args),
             }
         }

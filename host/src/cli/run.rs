@@ -321,7 +321,7 @@ pub(super) fn shell_word(text: &str) -> String {
 
 /// This process's place in a data-parallel run, from torchrun's variables (`None`: it trains
 /// alone, also as the only rank of one).
-fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist::Membership>> {
+pub(super) fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist::Membership>> {
     let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
     let membership = crate::dist::membership(&vars).map_err(Error::Usage)?;
     let Some(membership) = membership.filter(|m| m.world > 1) else {
@@ -338,7 +338,7 @@ fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist::Membershi
 
 /// Joins the process group of `membership`, waiting at most `run.process_group_timeout` for
 /// the other ranks (the same timeout bounds every collective of the run).
-fn join_group(
+pub(super) fn join_group(
     membership: &crate::dist::Membership,
     manifest: &Manifest,
     device: tch::Device,
