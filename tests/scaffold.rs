@@ -29,6 +29,7 @@ const MODES: [(&str, &str); 3] = [
 /// `cargo <args>` in `dir`, into the target directory the out-of-tree tests share (so the
 /// dependencies compile once); the workspace's lock file pins the same versions.
 fn cargo(dir: &Path, args: &[&str]) {
+    let _guard = crate::util::fixtures_lock();
     std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     let out = Command::new(env!("CARGO"))
         .args(args)
@@ -128,6 +129,7 @@ fn keyword_and_builtin_crate_names_are_refused_in_one_line() {
 /// tests keep it built with the checkout's settings, which crates under `target/` share, as
 /// setup keeps `target/plugin-build` built for crates outside the checkout.
 fn fe_host_with_cache(args: &[&str]) -> Run {
+    let _guard = crate::util::fixtures_lock();
     fe_host()
         .args(args)
         .env("FE_PLUGIN_TARGET_DIR", root().join("target/fixtures"))
