@@ -11,6 +11,16 @@ cargo build --workspace
 # where every run would find it (tests load it from target/debug/examples/).
 rm -f target/debug/libfe_faulty.so
 
+# The target directory every scaffolded plugin shares (`fe-host new plugin` points its
+# .cargo/config.toml there; `fe-host plugins build` uses it): tch and libtorch's C++ wrapper
+# compile once here, so a new plugin's first build compiles only itself. The warm-up crate
+# lies outside the checkout, as authors' crates do: the checkout's rustflags would make
+# different artifacts.
+warm_up="$(mktemp -d)"
+target/debug/fe-host new plugin fe-warm-up --dir "$warm_up/fe-warm-up" >/dev/null
+target/debug/fe-host plugins build "$warm_up/fe-warm-up" --into "$warm_up/installed" >/dev/null
+rm -rf "$warm_up"
+
 # Every example's data (once, deterministically; a dataset is complete when its MANIFEST is
 # there): digits for lenet and curriculum, cifar for the ResNets and WideResNet, masks for
 # UNet, tokens for the LSTM and the transformer.

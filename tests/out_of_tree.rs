@@ -73,8 +73,8 @@ pub(crate) fn external_plugin() -> &'static PathBuf {
     })
 }
 
-/// A copy of fe-plugin-api's sources under another package name, with `patch` applied to
-/// `(file, from, to)`.
+/// A copy of fe-plugin-api's sources under package name `package` and `version`, with
+/// `patch` applied to `(file, from, to)`.
 fn api_copy(
     package: &str,
     version: &str,
@@ -126,10 +126,12 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).expect("read source")
 }
 
-fn fixture_plugin(api_package: &str) -> Vec<(&'static str, String)> {
+/// The Identity plugin `<api_dir>-plugin`, built against the fe-plugin-api copy in
+/// `../<api_dir>` whose package is `api_package`.
+fn fixture_plugin(api_dir: &str, api_package: &str) -> Vec<(&'static str, String)> {
     let cargo = format!(
         r#"[package]
-name = "{api_package}-plugin"
+name = "{api_dir}-plugin"
 version = "0.9.0"
 edition = "2021"
 
@@ -137,7 +139,7 @@ edition = "2021"
 crate-type = ["cdylib"]
 
 [dependencies]
-fe-plugin-api = {{ package = "{api_package}", path = "../{api_package}" }}
+fe-plugin-api = {{ package = "{api_package}", path = "../{api_dir}" }}
 "#
     );
     let lib = r#"use fe_plugin_api::tch::Tensor;
@@ -171,16 +173,22 @@ fn incompatible_plugins() -> &'static (PathBuf, PathBuf) {
             "incompatible",
             &[
                 ("api-next", api_copy("api-next", "0.2.0", None)),
-                ("api-next-plugin", fixture_plugin("api-next")),
+                ("api-next-plugin", fixture_plugin("api-next", "api-next")),
+                // Under fe-host's own package name and version: only the layout differs, so
+                // only abi_stable's layout check can refuse it (a renamed copy would be
+                // refused as another package whatever the patch).
                 (
                     "api-changed",
                     api_copy(
-                        "api-changed",
+                        "fe-plugin-api",
                         fe_plugin_api::build_info::PLUGIN_API_VERSION,
                         Some(layout_patch),
                     ),
                 ),
-                ("api-changed-plugin", fixture_plugin("api-changed")),
+                (
+                    "api-changed-plugin",
+                    fixture_plugin("api-changed", "fe-plugin-api"),
+                ),
             ],
         );
         (
@@ -263,13 +271,16 @@ fn plugin_whose_types_differ_is_refused_by_the_layout_check() {
         ],
         3,
     );
-    assert_text_eq!(
-        out.stderr,
-        format!(
-            "error: {}: ABI layout mismatch at field `0.0.0` of type `PluginMod`: mismatched package (expected fe-plugin-api, found api-changed): the plugin's types differ from this fe-host's fe-plugin-api although the versions match (a modified fe-plugin-api?); rebuild it against the released crate\n",
-            changed.display()
-        )
+    // Refused for the layout (ErrorKind gained a variant), not for the package: the copy
+    // has fe-host's package name and version.
+    let stderr = &out.stderr;
+    assert_contains!(
+        stderr,
+        format!("error: {}: ABI layout mismatch at ", changed.display())
     );
+    assert_contains!(stderr, "too many variants");
+    assert!(!stderr.contains("mismatched package"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
 /// Another patch release of this fe-plugin-api: the previous one, or the next while this is
@@ -292,7 +303,10 @@ fn a_plugin_built_against_another_patch_release_loads_and_runs() {
             "patch-release",
             &[
                 ("fe-plugin-api", api_copy("fe-plugin-api", &version, None)),
-                ("fe-plugin-api-plugin", fixture_plugin("fe-plugin-api")),
+                (
+                    "fe-plugin-api-plugin",
+                    fixture_plugin("fe-plugin-api", "fe-plugin-api"),
+                ),
             ],
         );
         dir.join("libfe_plugin_api_plugin.so")
@@ -326,4 +340,36 @@ fn a_plugin_built_against_another_patch_release_loads_and_runs() {
     let out = run(&["run", &path.to_string_lossy()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_contains!(out.stdout, "fe-host finish: step: 4;");
+}
+
+#[test]
+fn a_failure_around_a_plugin_op_names_the_plugin_not_fe_host() {
+    // Scale declares no mode, so it runs in `infer`, where the loss it scales does not exist:
+    // the host detects the missing input, and the error must blame the plugin's op.
+    let plugin = external_plugin();
+    let dir = TempDir::new("third-party-attribution");
+    let extra = format!("\n[plugins]\npaths = [\"{}\"]\n", plugin.display());
+    let text = lenet_manifest(1, &extra).replace(
+        "[[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce\"",
+        "[[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce0\"\n\n[[network.ops]]\nop = \"Scale\"\ninputs = \"ce0\"\noutputs = \"ce\"\nfactor = 0.5",
+    );
+    let path = dir.write("m.toml", &text);
+    let [_, _, eval_x, _] = crate::util::digits();
+    let out = run_failing(
+        &[
+            "predict",
+            &path.to_string_lossy(),
+            "--random-weights",
+            "--input",
+            &format!("x={}", eval_x.display()),
+            "--limit",
+            "4",
+            "--out",
+            &dir.path().join("p.csv").to_string_lossy(),
+        ],
+        1,
+    );
+    assert_contains!(out.stderr, "scale-plugin::Scale failed in forward");
+    assert_contains!(out.stderr, "input key `ce0` has no value");
+    assert!(!out.stderr.contains("fe-host::"), "{}", out.stderr);
 }

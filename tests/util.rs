@@ -391,13 +391,19 @@ pub fn line_of(text: &str, needle: &str) -> usize {
         .expect("needle in text")
 }
 
+/// Held by every test that builds into `target/fixtures`: cargo locks a build, but one test's
+/// build can replace a library another's `cargo test` (rustdoc) is about to read.
+pub fn fixtures_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Builds `crates` (name → files) as a cargo workspace of its own under `target/out-of-tree`,
 /// into
 /// the shared `target/fixtures` target directory, and returns the directory holding the
 /// built libraries. Builds are serialised: they share one target directory.
 pub fn build_out_of_tree(tag: &str, members: &[(&str, Vec<(&str, String)>)]) -> PathBuf {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = fixtures_lock();
     // Kept between runs, and files rewritten only when they change, so cargo rebuilds only
     // what changed.
     let dir = root().join("target/out-of-tree").join(tag);

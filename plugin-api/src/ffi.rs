@@ -5,23 +5,18 @@
 //!
 //! # Evolution rules
 //!
-//! * New methods go at the end of a `#[sabi_trait]`, after `#[sabi(last_prefix_field)]`, with a
-//!   default body; new root-module functions go after the last prefix field, with
-//!   `#[sabi(missing_field(option))]`; the attribute itself never moves. But abi_stable's
-//!   layout check refuses a library whose prefix type has *fewer* fields than the host's, so
-//!   a new field in [`PluginMod`] or [`PluginExt`] would lock out every older plugin: hosts
-//!   then look for a new, separately exported module instead, as 0.1.1 did with
-//!   [`PluginExt`] under [`PLUGIN_EXT_SYMBOL`] (a plugin without it lacks its functions) and
-//!   0.1.2 with [`PluginHostLink`](crate::host_link::PluginHostLink) (the host's functions
-//!   handed to plugins, [`crate::host_link`]).
-//!   Such additions are patch releases (0.1.0 -> 0.1.1): plugins built before load into
-//!   newer hosts and newer plugins into older hosts, as `tests/plugin_kit.rs` checks against
-//!   the 0.1.0 sources kept in `tests/fixtures/plugin-api-0.1.0`.
-//! * New types reached only through such new modules are free to add; to let them grow
-//!   later, make them prefix types too ([`FfiRunInfo`](crate::run::FfiRunInfo)).
-//! * Any other change (reordering, changing a signature, changing a `#[repr(C)]` type) is a
-//!   breaking change: bump the plugin-api minor version (0.x) so that build info refuses old
-//!   plugins before abi_stable's layout check would.
+//! abi_stable's layout check refuses a plugin whose prefix type (this root module, every
+//! `#[sabi_trait]` vtable, [`PluginExt`], [`FfiRunInfo`](crate::run::FfiRunInfo),
+//! [`FfiHost`](crate::host_link::FfiHost)) has *fewer* fields than the host's, any `#[repr(C)]`
+//! struct that differs, and an exhaustive enum whose variant count differs. So no type reached
+//! from an existing module ever changes within 0.1 — not even a defaulted trait method
+//! appended after `#[sabi(last_prefix_field)]`, which would lock every older plugin out of
+//! newer hosts. Additions go into a new, separately exported module that hosts look for and
+//! older plugins lack, as 0.1.1 did with [`PluginExt`] under [`PLUGIN_EXT_SYMBOL`] and 0.1.2
+//! with [`PluginHostLink`](crate::host_link::PluginHostLink); such additions are patch
+//! releases, checked in both directions by `tests/plugin_kit.rs`. Any other change is
+//! breaking: bump the minor version so build info refuses old plugins first. The full rules
+//! are in this crate's README ("Compatibility and evolution").
 
 // abi_stable 0.11's `#[sabi_trait]` expands to impls inside a const block.
 #![allow(non_local_definitions)]

@@ -22,8 +22,9 @@ use crate::{Error, Result};
 /// Name of the exported static that holds a plugin's [`HostLinkHeader`] (since 0.1.2).
 pub const PLUGIN_HOST_LINK_SYMBOL: &[u8] = b"FE_PLUGIN_HOST_LINK_V1\0";
 
-/// What the host offers components. A prefix type: later versions append fields that older
-/// plugins never read; a plugin reads a field an older host lacks as `None`.
+/// What the host offers components. Frozen: a host whose `FfiHost` had more fields than a
+/// plugin's would fail that plugin's layout check, so a new service comes in a new type
+/// handed over by a new module (the evolution rules in [`crate::ffi`]).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = FfiHostRef)))]

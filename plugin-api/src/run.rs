@@ -64,8 +64,9 @@ fn join_relative(base: Option<&Path>, path: &Path) -> PathBuf {
     }
 }
 
-/// [`RunInfo`] as it crosses the boundary. A prefix type: later versions append fields
-/// (after the last one here) that older plugins never read and older hosts never fill.
+/// [`RunInfo`] as it crosses the boundary. Frozen: a host whose `FfiRunInfo` had more fields
+/// than a plugin's would fail that plugin's layout check, so new run facts come in a new type
+/// handed over by a new module (the evolution rules in [`crate::ffi`]).
 /// Its accessors copy fields out, so the texts are `'static`: the host leaks one per run.
 #[repr(C)]
 #[derive(StableAbi)]

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::{CheckpointCommand, EvaluateArgs, LogsArgs, NewPluginArgs, PipelineArgs, SummaryArgs};
+use super::{
+    BuildPluginArgs, CheckpointCommand, EvaluateArgs, LogsArgs, NewPluginArgs, PipelineArgs,
+    SummaryArgs,
+};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 
@@ -365,6 +368,10 @@ pub enum PluginsCommand {
         #[command(flatten)]
         plugins: PluginArgs,
     },
+    /// Build a plugin crate with this fe-host's libtorch, profile and shared target directory
+    /// (its dependencies compile once for every plugin), check that it loads, and install it
+    /// into the plugin root beside fe-host.
+    Build(BuildPluginArgs),
 }
 
 /// `fe-host datagen ...`

@@ -23,7 +23,7 @@ pub use checks::{one_line_usage_error, stdout_failure};
 mod pipeline;
 pub use pipeline::PipelineArgs;
 mod scaffold;
-pub use scaffold::NewPluginArgs;
+pub use scaffold::{BuildPluginArgs, NewPluginArgs};
 mod logs;
 mod model_summary;
 pub use model_summary::SummaryArgs;
@@ -69,6 +69,11 @@ pub fn run(cli: Cli) -> Result<()> {
             manifest,
             plugins,
         }) => show_plugin_component(&name, manifest, plugins),
+        Command::Plugins(PluginsCommand::Build(args)) => {
+            let installed = scaffold::build_plugin(&args)?;
+            println!("installed {}", installed.display());
+            Ok(())
+        }
         Command::Datagen(DatagenCommand::Digits {
             out,
             train,
@@ -125,7 +130,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::New(NewCommand::Plugin(args)) => {
             let dir = scaffold::new_plugin(&args)?;
             println!(
-                "created the plugin crate `{}` in {}\nbuild and test it: cd {} && cargo test && cargo build",
+                "created the plugin crate `{}` in {}\ntest, build and install it: cd {} && cargo test && fe-host plugins build .",
                 args.name,
                 dir.display(),
                 dir.display()

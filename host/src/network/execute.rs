@@ -67,8 +67,7 @@ pub fn run_node(
             match work.get(key.0 as usize).and_then(Option::as_ref) {
                 Some(tensor) => inputs.push(tensor),
                 None => {
-                    return Err(Error::builtin(
-                        &node.name,
+                    return Err(node.failure(
                         "forward",
                         format!(
                             "input key `{}` has no value ({})",
@@ -83,8 +82,7 @@ pub fn run_node(
     };
     let outputs = torchscript_outputs(node, env, outputs)?;
     if outputs.len() != node.outputs.len() {
-        return Err(Error::builtin(
-            &node.name,
+        return Err(node.failure(
             "forward",
             format!(
                 "returned {} tensor(s) for {} output key(s) ({})",
@@ -219,8 +217,7 @@ fn torchscript_outputs(
     outputs.truncate(node.outputs.len());
     match outputs.iter().position(|t| !t.defined()) {
         None => Ok(outputs),
-        Some(at) => Err(Error::builtin(
-            &node.name,
+        Some(at) => Err(node.failure(
             "forward",
             format!(
                 "forward's output {at} is None, so output key `{}` gets no value (an Optional output the module sets only in some modes, such as training?) ({})",

@@ -31,6 +31,8 @@ pub struct OpNode {
     pub path: KeyPath,
     /// The component name.
     pub name: String,
+    /// The crate providing it (a plugin's, or `fe-host`), named by failures the host detects.
+    pub provider: String,
     /// Keys read.
     pub inputs: Vec<KeyId>,
     /// Keys written.
@@ -46,6 +48,14 @@ pub struct OpNode {
 }
 
 impl OpNode {
+    /// A failure of this op that the host detected (a missing input, a wrong output count),
+    /// attributed to the crate that provides it.
+    pub fn failure(&self, method: &str, message: impl Into<String>) -> fe_plugin_api::PluginError {
+        let mut error = crate::error::Error::builtin(&self.name, method, message);
+        error.plugin = self.provider.as_str().into();
+        error
+    }
+
     /// `true` for ops that compute gradients (`UpdateOp`, `GradientOp`, or a meta op around one):
     /// they need autograd and share the graph (`retain_graph`) with later gradient ops.
     pub fn computes_gradients(&self) -> bool {

@@ -16,6 +16,8 @@ pub struct PostOp {
     pub path: KeyPath,
     /// The component name.
     pub name: String,
+    /// The crate providing it (a plugin's, or `fe-host`), named by failures the host detects.
+    pub provider: String,
     /// Keys read.
     pub inputs: Vec<KeyId>,
     /// Keys written.
@@ -31,6 +33,12 @@ pub struct PostOp {
 }
 
 impl PostOp {
+    fn failure(&self, method: &str, message: String) -> fe_plugin_api::PluginError {
+        let mut error = Error::builtin(&self.name, method, message);
+        error.plugin = self.provider.as_str().into();
+        error
+    }
+
     /// Runs the op on the batch (its `forward_batch`).
     pub fn run(
         &self,
@@ -44,8 +52,7 @@ impl PostOp {
                 match batch.get(*key) {
                     Some(t) => inputs.push(t),
                     None => {
-                        return Err(Error::builtin(
-                            &self.name,
+                        return Err(self.failure(
                             "forward_batch",
                             format!(
                                 "input key `{}` has no value ({})",
@@ -59,8 +66,7 @@ impl PostOp {
             self.handle.forward_batch(&inputs, step)?
         };
         if outputs.len() != self.outputs.len() {
-            return Err(Error::builtin(
-                &self.name,
+            return Err(self.failure(
                 "forward_batch",
                 format!(
                     "returned {} tensor(s) for {} output key(s)",

@@ -17,6 +17,8 @@ pub struct SlicerNode {
     pub path: KeyPath,
     /// The component name.
     pub name: String,
+    /// The crate providing it (a plugin's, or `fe-host`), named by failures the host detects.
+    pub provider: String,
     /// Keys it cuts.
     pub slice: Vec<KeyId>,
     /// Keys it joins back.
@@ -29,6 +31,14 @@ pub struct SlicerNode {
     pub epochs: InForce,
     /// The plugin object.
     pub handle: SlicerHandle,
+}
+
+impl SlicerNode {
+    fn failure(&self, method: &str, message: String) -> PluginError {
+        let mut error = Error::builtin(&self.name, method, message);
+        error.plugin = self.provider.as_str().into();
+        error
+    }
 }
 
 /// FastEstimator's `sanity_assert_slicers`: slicers active together may not cut or join the
@@ -76,8 +86,7 @@ pub fn forward(
         for key in slicer.slice.clone() {
             // The pre-run key check refuses this; cutting nothing would silently skip every op.
             let Some(value) = batch.get(key) else {
-                return Err(Error::builtin(
-                    &slicer.name,
+                return Err(slicer.failure(
                     "slice",
                     format!(
                         "the batch has no key `{}` to slice ({})",
@@ -89,8 +98,7 @@ pub fn forward(
             let pieces = slicer.handle.slice(keys.name(key), value)?;
             match count {
                 Some(n) if n != pieces.len() => {
-                    return Err(Error::builtin(
-                        &slicer.name,
+                    return Err(slicer.failure(
                         "slice",
                         format!(
                             "produced {} slices of `{}` but {n} of its other keys ({})",
@@ -105,8 +113,7 @@ pub fn forward(
             if minibatches.is_empty() {
                 minibatches = pieces.iter().map(|_| Batch::with_keys(0)).collect();
             } else if minibatches.len() != pieces.len() {
-                return Err(Error::builtin(
-                    &slicer.name,
+                return Err(slicer.failure(
                     "slice",
                     format!(
                         "slicers disagree on the number of slices: {} vs {} ({})",
@@ -161,8 +168,7 @@ pub fn reverse(
             }
             let slices: Vec<&tch::Tensor> = minibatches.iter().filter_map(|m| m.get(key)).collect();
             if slices.len() != minibatches.len() {
-                return Err(Error::builtin(
-                    &slicer.name,
+                return Err(slicer.failure(
                     "unslice",
                     format!("`{}` is missing from some slices", keys.name(key)),
                 ));

@@ -52,6 +52,7 @@ impl OpBuilder<'_> {
         let mut node =
             |handle: OpKind, modes: ModeFilter, inputs: &[String], outputs: &[String]| PipelineOp {
                 label: spec.label(),
+                provider: "fe-host".to_owned(),
                 path: spec.path.clone(),
                 inputs: keys.intern_all(inputs),
                 outputs: keys.intern_all(outputs),
@@ -171,6 +172,10 @@ impl OpBuilder<'_> {
         };
         Ok(PipelineOp {
             label: spec.label(),
+            provider: self
+                .registry
+                .provider_crate(ComponentKind::NumpyOp, &spec.name)
+                .to_owned(),
             path: spec.path.clone(),
             inputs: keys.intern_all(&spec.inputs),
             outputs: keys.intern_all(&spec.outputs),
@@ -284,6 +289,7 @@ impl OpBuilder<'_> {
         };
         Ok(PipelineOp {
             label: spec.label(),
+            provider: "fe-host".to_owned(),
             path: spec.path.clone(),
             inputs,
             outputs,

@@ -20,6 +20,8 @@ use crate::schedule::{DsFilter, InForce, ModeFilter};
 pub struct PipelineOp {
     /// `Name (pipeline.ops[i])`.
     pub label: String,
+    /// The crate providing it (a plugin's, or `fe-host`), named by failures the host detects.
+    pub provider: String,
     /// Where it is declared.
     pub path: KeyPath,
     /// Keys read.
@@ -315,7 +317,11 @@ impl PipelineOp {
     fn failure(&self, message: String) -> OpFailure {
         OpFailure {
             label: self.label.clone(),
-            error: Error::builtin(&self.label, "forward", message),
+            error: {
+                let mut error = Error::builtin(&self.label, "forward", message);
+                error.plugin = self.provider.as_str().into();
+                error
+            },
         }
     }
 

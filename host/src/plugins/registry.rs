@@ -129,6 +129,20 @@ impl Registry {
             .collect()
     }
 
+    /// The crate that provides component `name` of `kind` — a plugin's crate name, or
+    /// `fe-host` for a built-in (or an unknown name) — so a failure the host detects around a
+    /// plugin's component names the plugin, as the plugin's own errors do.
+    pub fn provider_crate(&self, kind: ComponentKind, name: &str) -> &str {
+        match self.get(kind, name).map(|entry| entry.provider) {
+            Some(Provider::Plugin(index)) => self
+                .plugins
+                .plugins
+                .get(index)
+                .map_or("fe-host", |plugin| plugin.name()),
+            _ => "fe-host",
+        }
+    }
+
     /// "plugin `fe-models` (path)" or "fe-host (built in)".
     pub fn provider_name(&self, provider: Provider) -> String {
         describe(&self.plugins, provider)

@@ -205,6 +205,7 @@ impl Builder<'_> {
             label: spec.label(),
             path: spec.path.clone(),
             name: spec.name.clone(),
+            provider: "fe-host".to_owned(),
             inputs,
             outputs,
             modes,

@@ -155,6 +155,13 @@ impl Builder<'_> {
             label: spec.label(),
             path: spec.path.clone(),
             name: spec.name.clone(),
+            provider: match kind {
+                OpKind::Plugin(_) => self
+                    .registry
+                    .provider_crate(ComponentKind::TensorOp, &spec.name)
+                    .to_owned(),
+                _ => "fe-host".to_owned(),
+            },
             inputs: keys.intern_all(inputs),
             outputs: keys.intern_all(outputs),
             modes,
@@ -421,6 +428,10 @@ impl Builder<'_> {
             label: spec.label(),
             path: spec.path.clone(),
             name: spec.name.clone(),
+            provider: self
+                .registry
+                .provider_crate(ComponentKind::Slicer, &spec.name)
+                .to_owned(),
             slice: keys.intern_all(&spec.inputs),
             unslice: keys.intern_all(&unslice),
             modes: self.modes(spec, &default_mode)?,
@@ -477,6 +488,10 @@ impl Builder<'_> {
             label: spec.label(),
             path: spec.path.clone(),
             name: spec.name.clone(),
+            provider: self
+                .registry
+                .provider_crate(ComponentKind::NumpyOp, &spec.name)
+                .to_owned(),
             inputs: keys.intern_all(&spec.inputs),
             outputs: keys.intern_all(&spec.outputs),
             modes: self.modes(spec, &default_mode)?,

@@ -162,6 +162,7 @@ impl FfiNumpyOp for TestOp {
 fn node(label: &str, handle: OpKind, inputs: Vec<KeyId>, outputs: Vec<KeyId>) -> PipelineOp {
     PipelineOp {
         label: label.to_owned(),
+        provider: "fe-host".to_owned(),
         path: KeyPath::root("pipeline"),
         inputs,
         outputs,
