@@ -47,4 +47,5 @@ mod torchscript_checks;
 mod traces;
 mod training;
 mod updates;
+mod webdataset;
 mod zoo;
