@@ -52,7 +52,8 @@ fn manifest(dir: &TempDir, urls: &str, extra: &str) -> Manifest {
         "[run]\nepochs = 2\nseed = 5\n\n[pipeline]\nbatch_size = 4\nworkers = 2\n{extra}\n\
          [pipeline.data.train]\ntype = \"webdataset\"\nurls = \"{urls}\"\nshuffle_buffer = 8\n\
          keys = {{ cls = \"y\", npy = \"x\" }}\n\n\
-         [pipeline.data.eval]\ntype = \"webdataset\"\nurls = \"{urls}\"\n"
+         [pipeline.data.eval]\ntype = \"webdataset\"\nurls = \"{urls}\"\n\
+         keys = {{ cls = \"y\", npy = \"x\" }}\n"
     );
     let path = dir.write("m.toml", &text);
     Manifest::load(&path).unwrap()
