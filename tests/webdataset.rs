@@ -132,10 +132,6 @@ fn one_process_reads_every_sample_once_per_epoch_in_seeded_orders() {
     let (other, other_keys) = pipeline(&reseeded).unwrap();
     assert_ne!(ids(&other, &other_keys, Mode::Train, 1, 0), one);
 
-    // Shards stay together: with a shuffle buffer of 8, consecutive ids dominate.
-    let neighbours = one.windows(2).filter(|w| (w[1] - w[0]).abs() <= 8).count();
-    assert!(neighbours > TOTAL * 3 / 4, "{one:?}");
-
     // Resuming at batch 17 reads exactly what the whole epoch reads from there.
     assert_eq!(ids(&p, &keys, Mode::Train, 2, 17), two[17 * 4..]);
 }
