@@ -51,4 +51,5 @@ mod torchvision;
 mod traces;
 mod training;
 mod updates;
+mod webdataset;
 mod zoo;

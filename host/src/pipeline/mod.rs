@@ -379,7 +379,12 @@ impl Pipeline {
     fn positions(&self, mode: Mode, epoch: u32, ds_id: &str) -> Passes {
         let n = self.samples(mode, epoch, ds_id);
         if self.shuffle && mode == Mode::Train {
-            Passes::shuffled(n, self.seed, mode, ds_id, epoch)
+            match self.dataset(mode, epoch, ds_id) {
+                Some(d) => {
+                    Passes::shuffled_as(Arc::clone(&d.source), self.seed, mode, ds_id, epoch)
+                }
+                None => Passes::shuffled(n, self.seed, mode, ds_id, epoch),
+            }
         } else {
             Passes::in_order(n)
         }

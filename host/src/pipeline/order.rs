@@ -121,6 +121,8 @@ struct PassSeeds {
     mode: Mode,
     ds_id: String,
     epoch: u32,
+    /// A dataset with an order of its own (shards): asked for each pass's order instead.
+    streamed: Option<Arc<dyn crate::pipeline::Source>>,
 }
 
 impl Passes {
@@ -143,9 +145,26 @@ impl Passes {
                 mode,
                 ds_id: ds_id.to_owned(),
                 epoch,
+                streamed: None,
             }),
             cache: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Like [`Passes::shuffled`], each pass in the order `source` gives for the pass's seed
+    /// (see [`crate::pipeline::Source::stream_order`]), where it has one.
+    pub fn shuffled_as(
+        source: Arc<dyn crate::pipeline::Source>,
+        run_seed: u64,
+        mode: Mode,
+        ds_id: &str,
+        epoch: u32,
+    ) -> Self {
+        let mut passes = Self::shuffled(source.len(), run_seed, mode, ds_id, epoch);
+        if let Some(seeds) = &mut passes.shuffle {
+            seeds.streamed = Some(source);
+        }
+        passes
     }
 
     /// Dataset indices of positions `start..start + len`.
@@ -174,9 +193,16 @@ impl Passes {
         if let Some((_, found)) = cache.iter().find(|(p, _)| *p == pass) {
             return Arc::clone(found);
         }
-        let mut indices: Vec<u64> = (0..self.n).collect();
         let seed = pass_seed(seeds.run_seed, seeds.mode, &seeds.ds_id, seeds.epoch, pass);
-        shuffle_in_place(&mut indices, seed);
+        let streamed = seeds.streamed.as_ref().and_then(|s| s.stream_order(seed));
+        let indices = match streamed {
+            Some(order) if order.len() as u64 == self.n => order,
+            _ => {
+                let mut indices: Vec<u64> = (0..self.n).collect();
+                shuffle_in_place(&mut indices, seed);
+                indices
+            }
+        };
         let permutation = Arc::new(indices);
         if cache.len() >= 4 {
             cache.remove(0);

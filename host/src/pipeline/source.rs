@@ -43,6 +43,12 @@ pub trait Source: Send + Sync {
             .collect()
     }
 
+    /// The order of one shuffled pass seeded by `seed`, for a dataset that is read best in an
+    /// order of its own (a stream of shards); `None`: a seeded uniform permutation.
+    fn stream_order(&self, _seed: u64) -> Option<Vec<u64>> {
+        None
+    }
+
     /// What the dataset keeps for checkpoints. Files and generated data are pure functions of
     /// the index and have none; a plugin dataset may declare some.
     fn state(&self) -> std::result::Result<State, String> {

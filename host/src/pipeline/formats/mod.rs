@@ -6,6 +6,7 @@
 //! | `npy` | [`npy::ArraySource`] | row `i` along axis 0 of each array |
 //! | `npz` | [`npy::ArraySource`] via [`npz::open`] | the same, arrays from one archive |
 //! | `image_folder` | [`folder::FolderSource`] | a file path (text) and its class label |
+//! | `webdataset` | [`webdataset::WebDatasetSource`] | one sample's members of a tar shard |
 //!
 //! Each reader keeps its byte parsing in pure functions (`parse_header`, `csv::parse`) that
 //! the fuzz targets in `fuzz/` call directly; file access lives in the `open` functions, whose
@@ -15,6 +16,7 @@ pub mod csv;
 pub mod folder;
 pub mod npy;
 pub mod npz;
+pub mod webdataset;
 
 #[cfg(test)]
 mod tests;
@@ -29,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::Source;
 
 /// The dataset kinds read here, with a one-line description each (for the registry).
-pub const KINDS: [(&str, &str); 4] = [
+pub const KINDS: [(&str, &str); 5] = [
     (
         "csv",
         "A CSV file, one sample per row: integer and float columns become scalars, others text",
@@ -45,6 +47,10 @@ pub const KINDS: [(&str, &str); 4] = [
     (
         "image_folder",
         "A directory with one subdirectory per class: file path `x` and int64 label `y`",
+    ),
+    (
+        "webdataset",
+        "WebDataset tar shards (local, http(s)://, pipe:), streamed; a key per member extension",
     ),
 ];
 
@@ -82,6 +88,8 @@ pub fn open(
         "npz" => parse::<npz::NpzConfig>(config).and_then(|c| Ok(shared(npz::open(&c, dir)?))),
         "image_folder" => parse::<folder::FolderConfig>(config)
             .and_then(|c| Ok(shared(folder::FolderSource::open(&c, dir)?))),
+        "webdataset" => parse::<webdataset::WebDatasetConfig>(config)
+            .and_then(|c| Ok(shared(webdataset::WebDatasetSource::open(&c, dir)?))),
         _ => return None,
     };
     Some(opened)
