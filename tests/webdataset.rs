@@ -189,10 +189,12 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // Held from here on, so that a server that never answers is still killed.
+        let server = Server(child, port);
         // Wait until it accepts connections (it is ready within a second; 30 s is a bound).
         for _ in 0..300 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Server(child, port);
+                return server;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }

@@ -144,7 +144,7 @@ pub trait HostTrace {
 /// What a trace is.
 pub enum TraceKind {
     /// From a plugin.
-    Plugin(PluginTrace),
+    Plugin(Box<PluginTrace>),
     /// From the host.
     Host(Box<dyn HostTrace>),
 }
@@ -443,7 +443,7 @@ fn build_trace(
         modes,
         ds_ids: spec.ds_id.clone(),
         epochs: InForce::always(),
-        kind: TraceKind::Plugin(PluginTrace {
+        kind: TraceKind::Plugin(Box::new(PluginTrace {
             handle,
             who: (plugin, spec.name.clone()),
             metric,
@@ -456,7 +456,7 @@ fn build_trace(
             input_ids: keys.intern_all(&spec.inputs),
             outputs: spec.outputs.clone(),
             group: None,
-        }),
+        })),
         idle: false,
     })
 }
