@@ -169,6 +169,32 @@ const IMAGE_FOLDER: &[Field] = &[
     ),
 ];
 
+const WEBDATASET: &[Field] = &[
+    Field::required(
+        "urls",
+        "string | [string]",
+        "Tar shards with WebDataset's brace expansion (\"s-{000000..000039}.tar\"): local paths (relative to the manifest), http(s):// URLs or pipe:COMMAND",
+    ),
+    Field::optional(
+        "shuffle_buffer",
+        "integer",
+        "1000",
+        "Samples in the shuffle buffer of a shuffled epoch (0 or 1: shard order only)",
+    ),
+    Field::optional(
+        "keys",
+        "{ extension = key }",
+        "each extension its own key",
+        "Renames extensions to keys ({ jpg = \"x\", cls = \"y\" })",
+    ),
+    Field::optional(
+        "stream_cache",
+        "integer",
+        "shuffle_buffer + 1024",
+        "Samples a worker keeps per http/pipe shard it reads forward",
+    ),
+];
+
 const LR_SCHEDULER: &[Field] = &[
     Field::required("model", "string", "The model whose learning rate follows the schedule"),
     Field::required("lr", "{ schedule = ..., by = \"step\" | \"epoch\", ... }", "cosine_decay, step_decay, exponential or linear_warmup (see the README); the model's only learning-rate source"),
@@ -346,6 +372,7 @@ pub fn fields(kind: ComponentKind, name: &str) -> Option<&'static [Field]> {
         (Dataset, "npy") => NPY,
         (Dataset, "npz") => NPZ,
         (Dataset, "image_folder") => IMAGE_FOLDER,
+        (Dataset, "webdataset") => WEBDATASET,
         (Trace, "LRScheduler") => LR_SCHEDULER,
         (Trace, "ReduceLROnPlateau") => REDUCE_LR,
         (Trace, "EarlyStopping") => EARLY_STOPPING,

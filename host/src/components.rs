@@ -142,7 +142,7 @@ mod tests {
         };
         assert_eq!(
             names(ComponentKind::Dataset),
-            ["idx", "csv", "npy", "npz", "image_folder"]
+            ["idx", "csv", "npy", "npz", "image_folder", "webdataset"]
         );
         assert!(names(ComponentKind::NumpyOp).contains(&"Batch".to_owned()));
         assert!(names(ComponentKind::TensorOp).contains(&"UpdateOp".to_owned()));
