@@ -148,3 +148,67 @@ fn ranks_started_with_different_world_sizes_say_so_instead_of_a_lost_rank() {
         );
     }
 }
+
+/// A resume whose ranks would restore different checkpoints (a checkpoint folder that is not
+/// really shared, or a `latest` that moved between the ranks' reads): refused on every rank
+/// before any restores, naming the rank, its host and both checkpoints.
+#[test]
+fn ranks_that_would_resume_from_different_checkpoints_are_refused_naming_both() {
+    let dir = TempDir::new("dp-other-checkpoint");
+    let text = manifest(
+        SGD,
+        32,
+        2,
+        "\n[checkpoint]\ndir = \"ckpts\"\nevery_epochs = 1\n",
+    );
+    let path = dir.write("m.toml", &text);
+    let path = path.to_string_lossy().into_owned();
+    let first: Run = fe_host()
+        .current_dir(dir.path())
+        .args(["run", &path])
+        .output_within();
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let mut checkpoints: Vec<String> = std::fs::read_dir(dir.path().join("ckpts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("ckpt"))
+        .collect();
+    checkpoints.sort();
+    assert_eq!(checkpoints.len(), 2, "{checkpoints:?}");
+    let resume_from = |rank: usize| format!("ckpts/{}", checkpoints[rank]);
+    let runs = wait_all(spawn_ranks_each(
+        &dir,
+        2,
+        |rank| {
+            [
+                "run",
+                &path,
+                "--resume",
+                &resume_from(rank),
+                "--epochs",
+                "3",
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        },
+        &[],
+    ));
+    for (rank, run) in runs.iter().enumerate() {
+        assert_eq!(run.code, 2, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
+        crate::assert_contains!(run.stderr, "rank 1 (on ");
+        crate::assert_contains!(run.stderr, &checkpoints[0]);
+        crate::assert_contains!(run.stderr, &checkpoints[1]);
+        crate::assert_contains!(run.stderr, "every rank must restore the same checkpoint");
+        assert!(!run.stdout.contains("fe-host resume:"), "{}", run.stdout);
+    }
+    // The same checkpoint on both ranks resumes.
+    let runs = wait_all(spawn_ranks(
+        &dir,
+        2,
+        &["run", &path, "--resume", &resume_from(1), "--epochs", "3"],
+        &[],
+    ));
+    for (rank, run) in runs.iter().enumerate() {
+        assert_eq!(run.code, 0, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
+    }
+}

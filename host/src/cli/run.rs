@@ -124,6 +124,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
         (estimator.pipeline).share_cores(membership.local_world, &manifest);
         let group = join_group(membership, &manifest, device)?;
+        crate::estimator::same_checkpoint_on_every_rank(&group, resume_from.as_deref())?;
         estimator.join(group, &manifest)?;
     }
     if let Some(path) = &resume_from {

@@ -5,6 +5,8 @@
 //! hooks. Only what is said here differs per rank: the share of each epoch's data a rank
 //! reads, the random state it draws from, and who writes files (rank 0).
 
+use std::path::Path;
+
 use tch::Tensor;
 
 use super::Estimator;
@@ -246,5 +248,62 @@ mod tests {
         ];
         assert_eq!(found(&one_process, 0), Some(("cuda:3".to_owned(), 7)));
         assert_eq!(found(&one_process, 1), None);
+    }
+}
+
+/// Refuses a data-parallel resume whose ranks would not all restore the same checkpoint: a
+/// checkpoint folder that is not really shared (each machine its own copy, one out of date), or
+/// a `latest` that moved between the ranks' reads. Each rank resolves `source` to the checkpoint
+/// it would load and fingerprints it (its `MANIFEST.json`, which lists every file's sha256);
+/// every rank sees every rank's answer, so all reach the same verdict, naming the first rank
+/// that differs from rank 0, its host, and both checkpoints. Call it after joining the group and
+/// before restoring.
+pub fn same_checkpoint_on_every_rank(group: &SharedGroup, source: Option<&Path>) -> Result<()> {
+    let mine = format!(
+        "{}\n{}",
+        crate::report::hostname(),
+        checkpoint_identity(source)
+    );
+    let all = group
+        .all_gather_bytes(mine.as_bytes())
+        .map_err(Error::Run)?;
+    let split = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        let (host, identity) = text.split_once('\n').unwrap_or(("?", &text));
+        (host.to_owned(), identity.to_owned())
+    };
+    let Some((first_host, first)) = all.first().map(|bytes| split(bytes)) else {
+        return Ok(());
+    };
+    for (rank, bytes) in all.iter().enumerate().skip(1) {
+        let (host, identity) = split(bytes);
+        if identity != first {
+            return Err(Error::Usage(format!(
+                "rank {rank} (on {host}) would resume from {identity}, but rank 0 (on {first_host}) from {first}: every rank must restore the same checkpoint (keep the checkpoint folder on a file system every node shares, at the same path)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What a rank would resume from, in words that differ when the checkpoints do.
+fn checkpoint_identity(source: Option<&Path>) -> String {
+    let Some(source) = source else {
+        return "nothing (a fresh start)".to_owned();
+    };
+    let dir = match crate::checkpoint::resolve(source) {
+        Ok(dir) => dir,
+        Err(error) => return format!("{} (which it cannot read: {error})", source.display()),
+    };
+    match std::fs::read(dir.join(crate::checkpoint::store::MANIFEST)) {
+        Ok(bytes) => format!(
+            "{} (MANIFEST.json sha256 {})",
+            dir.display(),
+            &crate::checkpoint::store::sha256_hex(&bytes)[..16]
+        ),
+        Err(error) => format!(
+            "{} (whose MANIFEST.json it cannot read: {error})",
+            dir.display()
+        ),
     }
 }

@@ -28,7 +28,7 @@ pub use jsonl::{instance_line, read_jsonl, InstanceId, InstanceRow, JsonlLogger}
 pub use plot::{render_svg, write_plot, PlotOptions, RunHistory};
 pub use proto::{crc32c, masked_crc32c};
 pub use sample_value::SampleValue;
-pub use tensorboard::{read_events, Event, EventWriter, SummaryValue};
+pub use tensorboard::{hostname, read_events, Event, EventWriter, SummaryValue};
 
 use crate::error::{Error, Result};
 
