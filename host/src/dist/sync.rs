@@ -53,6 +53,7 @@ pub struct SharedGroup {
     group: Arc<Mutex<ProcessGroup>>,
     rank: usize,
     world: usize,
+    cluster: crate::dist::Cluster,
     /// The signal the latest gradient all-reduce agreed on, encoded (see [`NOTHING_CARRIED`]).
     carried: Arc<AtomicU8>,
     /// Updates averaged so far (see [`GradientAverages`]), and how long each waited for its
@@ -66,11 +67,12 @@ pub struct SharedGroup {
 impl SharedGroup {
     /// Shares `group`.
     pub fn new(group: ProcessGroup) -> Self {
-        let (rank, world) = (group.rank(), group.world());
+        let (rank, world, cluster) = (group.rank(), group.world(), group.cluster());
         Self {
             group: Arc::new(Mutex::new(group)),
             rank,
             world,
+            cluster,
             carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
             averages: Arc::default(),
             contribution: Arc::new(AtomicU64::new(1f64.to_bits())),
@@ -85,6 +87,11 @@ impl SharedGroup {
     /// How many ranks train together.
     pub fn world(&self) -> usize {
         self.world
+    }
+
+    /// The launcher that started the ranks.
+    pub fn cluster(&self) -> crate::dist::Cluster {
+        self.cluster
     }
 
     /// Weighs this rank's gradients in the averages of the coming step by `weight`: its
