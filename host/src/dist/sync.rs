@@ -53,7 +53,6 @@ pub struct SharedGroup {
     group: Arc<Mutex<ProcessGroup>>,
     rank: usize,
     world: usize,
-    cluster: crate::dist::Cluster,
     /// The signal the latest gradient all-reduce agreed on, encoded (see [`NOTHING_CARRIED`]).
     carried: Arc<AtomicU8>,
     /// Updates averaged so far (see [`GradientAverages`]), and how long each waited for its
@@ -67,12 +66,11 @@ pub struct SharedGroup {
 impl SharedGroup {
     /// Shares `group`.
     pub fn new(group: ProcessGroup) -> Self {
-        let (rank, world, cluster) = (group.rank(), group.world(), group.cluster());
+        let (rank, world) = (group.rank(), group.world());
         Self {
             group: Arc::new(Mutex::new(group)),
             rank,
             world,
-            cluster,
             carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
             averages: Arc::default(),
             contribution: Arc::new(AtomicU64::new(1f64.to_bits())),
@@ -91,7 +89,8 @@ impl SharedGroup {
 
     /// The launcher that started the ranks.
     pub fn cluster(&self) -> crate::dist::Cluster {
-        self.cluster
+        // From the group, not a copy here: every trace holds a `SharedGroup`, and it stays small.
+        self.lock().cluster()
     }
 
     /// Weighs this rank's gradients in the averages of the coming step by `weight`: its
