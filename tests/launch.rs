@@ -234,12 +234,12 @@ fn devices_shows_the_rank_torchruns_variables_give() {
     );
     assert_contains!(
         out.stdout,
-        "rank: 1 of 2, local rank 1 of 2, master 10.0.0.5:29500\n"
+        "rank: 1 of 2, local rank 1 of 2, master 10.0.0.5:29500; cluster: torchrun\n"
     );
     let alone = crate::util::run(&["devices"]);
     assert_contains!(
         alone.stdout,
-        "rank: one process (torchrun's RANK and WORLD_SIZE are not set)"
+        "rank: one process (no launcher's variables: torchrun, SLURM, OpenMPI, Kubeflow)"
     );
 }
 

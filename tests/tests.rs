@@ -12,6 +12,7 @@ mod cards;
 mod checkpoints;
 mod cli_errors;
 mod clipping;
+mod cluster_envs;
 mod console;
 mod devices;
 mod dist;

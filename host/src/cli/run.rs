@@ -255,8 +255,17 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
 /// `--nproc` (which [`same_run`] keeps), else by torchrun as it started them — on one machine
 /// a command to copy, across machines the same torchrun command on every node.
 fn relaunch(membership: &crate::dist::Membership) -> String {
+    use crate::dist::Cluster;
+    let launcher = match membership.cluster {
+        Cluster::Slurm => Some("srun"),
+        Cluster::OpenMpi => Some("mpirun"),
+        Cluster::Kubeflow => Some("PyTorchJob"),
+        Cluster::Torchrun | Cluster::Env => None,
+    };
     if std::env::var_os(super::launch::LAUNCHED_BY).is_some() {
         String::new()
+    } else if let Some(launcher) = launcher {
+        format!("the {launcher} that started this run, with the command: ")
     } else if membership.world == membership.local_world {
         format!(
             "torchrun --standalone --nproc-per-node {} --no-python ",
@@ -330,8 +339,8 @@ pub(super) fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist
     };
     if smoke {
         return Err(Error::Usage(format!(
-            "--smoke checks a manifest in one process, but this is rank {} of {} (RANK/WORLD_SIZE are set); run the smoke test without torchrun",
-            membership.rank, membership.world
+            "--smoke checks a manifest in one process, but this is rank {} of {} ({} started it); run the smoke test as one process",
+            membership.rank, membership.world, membership.cluster
         )));
     }
     Ok(Some(membership))

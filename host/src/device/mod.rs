@@ -105,13 +105,16 @@ fn process_groups(inventory: &Inventory) -> String {
     format!("process groups: gloo (CPU); {nccl}\n")
 }
 
-/// This process's place in a process group, from torchrun's variables.
+/// This process's place in a process group, from its launcher's variables.
 fn membership_line(vars: &std::collections::HashMap<String, String>) -> String {
     match crate::dist::membership(vars) {
-        Ok(None) => "rank: one process (torchrun's RANK and WORLD_SIZE are not set)\n".to_owned(),
+        Ok(None) => {
+            "rank: one process (no launcher's variables: torchrun, SLURM, OpenMPI, Kubeflow)\n"
+                .to_owned()
+        }
         Ok(Some(m)) => format!(
-            "rank: {} of {}, local rank {} of {}, master {}:{}\n",
-            m.rank, m.world, m.local_rank, m.local_world, m.master_addr, m.master_port
+            "rank: {} of {}, local rank {} of {}, master {}:{}; cluster: {}\n",
+            m.rank, m.world, m.local_rank, m.local_world, m.master_addr, m.master_port, m.cluster
         ),
         Err(problem) => format!("rank: {problem}\n"),
     }

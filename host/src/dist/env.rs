@@ -1,8 +1,12 @@
-//! torchrun's environment contract: which rank this process is, of how many, and where the
-//! rendezvous store is. The same variables come from SLURM wrappers and Kubeflow's PyTorchJob.
+//! Which rank this process is, of how many, how many share its machine, and where the
+//! rendezvous store is: from torchrun's variables, or SLURM's, OpenMPI's or Kubeflow's
+//! (`cluster.rs` tells them apart).
 
 use std::collections::HashMap;
 use std::time::Duration;
+
+pub use super::cluster::Cluster;
+use super::cluster::{number, port, Place};
 
 /// Where and as whom this process joins the group, read from the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +29,8 @@ pub struct Membership {
     pub store_prefix: String,
     /// Which network device gloo binds to.
     pub gloo_device: GlooDevice,
+    /// The launcher whose variables gave this place.
+    pub cluster: Cluster,
 }
 
 /// The network device gloo binds to.
@@ -38,7 +44,7 @@ pub enum GlooDevice {
     Default,
 }
 
-/// The variables a rank needs; `RANK` or `WORLD_SIZE` being set means "join a group".
+/// The variables a torchrun, Kubeflow or hand-started rank needs.
 const REQUIRED: [&str; 4] = ["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"];
 
 /// "environment variable X is" / "environment variables X, Y are".
@@ -49,70 +55,37 @@ fn variables(names: &[&str]) -> String {
     }
 }
 
-/// The membership described by `vars` (the process environment), `None` for a single process,
-/// or an error naming the variable that is missing or malformed.
+/// The membership described by `vars` (the process environment) under the launcher they name
+/// (see [`Cluster::detect`]), `None` for a single process, or an error naming the variable
+/// that is missing or malformed.
 pub fn membership(vars: &HashMap<String, String>) -> Result<Option<Membership>, String> {
-    if !vars.contains_key("RANK") && !vars.contains_key("WORLD_SIZE") {
+    let Some(cluster) = Cluster::detect(vars) else {
         return Ok(None);
-    }
-    let missing: Vec<&str> = REQUIRED
-        .into_iter()
-        .filter(|name| !vars.contains_key(*name))
-        .collect();
-    if !missing.is_empty() {
-        let set: Vec<&str> = REQUIRED
-            .into_iter()
-            .filter(|name| vars.contains_key(*name))
-            .collect();
-        return Err(format!(
-            "{} not set, but {} set: a data-parallel rank needs RANK, WORLD_SIZE, MASTER_ADDR \
-             and MASTER_PORT (torchrun sets them all)",
-            variables(&missing),
-            variables(&set),
-        ));
-    }
-    let number = |name: &str| -> Result<usize, String> {
-        let text = vars.get(name).map(String::as_str).unwrap_or_default();
-        text.trim().parse::<usize>().map_err(|_| {
-            format!("environment variable {name}={text:?} is not a non-negative integer")
-        })
     };
-    let rank = number("RANK")?;
-    let world = number("WORLD_SIZE")?;
+    let place = match cluster {
+        Cluster::Slurm => super::cluster::slurm(vars)?,
+        Cluster::OpenMpi => super::cluster::openmpi(vars)?,
+        Cluster::Torchrun | Cluster::Kubeflow | Cluster::Env => rank_variables(vars, cluster)?,
+    };
+    let Place {
+        rank,
+        world,
+        local_rank,
+        local_world,
+        master_addr,
+        master_port,
+    } = place;
+    let [r, w, lr, lw] = cluster.variable_names();
     if world == 0 || rank >= world {
         return Err(format!(
-            "environment variables RANK={rank} and WORLD_SIZE={world} do not fit: RANK must be below WORLD_SIZE"
+            "environment variables {r}={rank} and {w}={world} do not fit: {r} must be below {w}"
         ));
     }
-    let local_world = if vars.contains_key("LOCAL_WORLD_SIZE") {
-        number("LOCAL_WORLD_SIZE")?
-    } else {
-        world
-    };
-    let local_rank = if vars.contains_key("LOCAL_RANK") {
-        number("LOCAL_RANK")?
-    } else {
-        // Ranks fill machines in order (torchrun's and SLURM's layout).
-        rank % local_world.max(1)
-    };
     if local_world == 0 || local_rank >= local_world {
         return Err(format!(
-            "environment variables LOCAL_RANK={local_rank} and LOCAL_WORLD_SIZE={local_world} do not fit: LOCAL_RANK must be below LOCAL_WORLD_SIZE"
+            "environment variables {lr}={local_rank} and {lw}={local_world} do not fit: {lr} must be below {lw}"
         ));
     }
-    let port_text = vars
-        .get("MASTER_PORT")
-        .map(String::as_str)
-        .unwrap_or_default();
-    let master_port = port_text
-        .trim()
-        .parse::<u16>()
-        .ok()
-        .filter(|port| *port != 0)
-        .ok_or_else(|| {
-            format!("environment variable MASTER_PORT={port_text:?} is not a port (1-65535)")
-        })?;
-    let master_addr = vars.get("MASTER_ADDR").cloned().unwrap_or_default();
     if master_addr.trim().is_empty() {
         return Err("environment variable MASTER_ADDR is empty".to_owned());
     }
@@ -138,7 +111,55 @@ pub fn membership(vars: &HashMap<String, String>) -> Result<Option<Membership>, 
         // never satisfy a wait of the next.
         store_prefix: format!("/worker/attempt_{attempt}"),
         gloo_device,
+        cluster,
     }))
+}
+
+/// torchrun's, Kubeflow's and hand-set variables: `RANK` of `WORLD_SIZE`, the store at
+/// `MASTER_ADDR:MASTER_PORT`. Without `LOCAL_*`, Kubeflow's pods hold one rank each (local
+/// rank 0 of 1); a hand-started rank is alone on its machine too, unless the store is on
+/// loopback, where every rank must be on this machine.
+fn rank_variables(vars: &HashMap<String, String>, cluster: Cluster) -> Result<Place, String> {
+    let missing: Vec<&str> = REQUIRED
+        .into_iter()
+        .filter(|name| !vars.contains_key(*name))
+        .collect();
+    if !missing.is_empty() {
+        let set: Vec<&str> = REQUIRED
+            .into_iter()
+            .filter(|name| vars.contains_key(*name))
+            .collect();
+        return Err(format!(
+            "{} not set, but {} set: a data-parallel rank needs RANK, WORLD_SIZE, MASTER_ADDR \
+             and MASTER_PORT (torchrun and Kubeflow's PyTorchJob set them all)",
+            variables(&missing),
+            variables(&set),
+        ));
+    }
+    let rank = number(vars, "RANK")?;
+    let world = number(vars, "WORLD_SIZE")?;
+    let master_addr = vars.get("MASTER_ADDR").cloned().unwrap_or_default();
+    let all_here =
+        cluster == Cluster::Torchrun || (cluster == Cluster::Env && is_loopback(&master_addr));
+    let local_world = match vars.contains_key("LOCAL_WORLD_SIZE") {
+        true => number(vars, "LOCAL_WORLD_SIZE")?,
+        false if all_here => world,
+        false => 1,
+    };
+    let local_rank = if vars.contains_key("LOCAL_RANK") {
+        number(vars, "LOCAL_RANK")?
+    } else {
+        // Ranks fill machines in order (torchrun's and SLURM's layout).
+        rank % local_world.max(1)
+    };
+    Ok(Place {
+        rank,
+        world,
+        local_rank,
+        local_world,
+        master_port: port(vars)?,
+        master_addr,
+    })
 }
 
 /// Whether every rank can reach the store over loopback, so gloo binds there too.
@@ -248,11 +269,18 @@ mod tests {
     }
 
     #[test]
-    fn local_variables_default_to_the_global_ones() {
+    fn without_local_variables_a_rank_is_alone_on_its_machine_unless_the_store_is_on_loopback() {
         let mut env = vars(&TORCHRUN);
         env.remove("LOCAL_RANK");
         env.remove("LOCAL_WORLD_SIZE");
+        // Plain variables with the store on loopback: every rank is on this machine.
         let got = membership(&env).unwrap().unwrap();
+        assert_eq!(got.cluster, Cluster::Env);
         assert_eq!((got.local_rank, got.local_world), (1, 2));
+        // The store elsewhere: one rank per machine, as a PyTorchJob pod or a hand-started node.
+        env.insert("MASTER_ADDR".into(), "node-0.cluster".into());
+        let got = membership(&env).unwrap().unwrap();
+        assert_eq!(got.cluster, Cluster::Env);
+        assert_eq!((got.local_rank, got.local_world), (0, 1));
     }
 }

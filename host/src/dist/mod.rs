@@ -3,6 +3,7 @@
 //! libtorch's own (csrc/dist.cpp); this module only makes it safe: every C++ exception (a lost
 //! peer, a timeout) comes back as an error naming this rank and the collective.
 
+pub mod cluster;
 pub mod env;
 pub mod overlap;
 pub mod role;
@@ -36,7 +37,7 @@ pub fn is_collective_failure(message: &str) -> bool {
             .is_some_and(|(what, _)| what.ends_with(" failed"))
 }
 
-pub use env::{membership, GlooDevice, Membership};
+pub use env::{membership, Cluster, GlooDevice, Membership};
 pub use overlap::Overlap;
 pub use sync::SharedGroup;
 
@@ -160,6 +161,8 @@ pub struct ProcessGroup {
     handle: *mut c_void,
     rank: usize,
     world: usize,
+    /// The launcher that started the ranks.
+    cluster: Cluster,
     /// How long a roll call after a failed collective waits (see [`census_wait`]).
     census_wait: Duration,
     /// `run.process_group_timeout`: what a collective that timed out waited, roll call included.
@@ -230,6 +233,7 @@ impl ProcessGroup {
             handle,
             rank: membership.rank,
             world: membership.world,
+            cluster: membership.cluster,
             census_wait,
             timeout,
             watchdog,
@@ -244,6 +248,11 @@ impl ProcessGroup {
     /// How many ranks are in the group.
     pub fn world(&self) -> usize {
         self.world
+    }
+
+    /// The launcher that started the ranks.
+    pub fn cluster(&self) -> Cluster {
+        self.cluster
     }
 
     fn context(&self, what: &str) -> impl Fn(String) -> String + '_ {

@@ -87,6 +87,12 @@ impl SharedGroup {
         self.world
     }
 
+    /// The launcher that started the ranks.
+    pub fn cluster(&self) -> crate::dist::Cluster {
+        // From the group, not a copy here: every trace holds a `SharedGroup`, and it stays small.
+        self.lock().cluster()
+    }
+
     /// Weighs this rank's gradients in the averages of the coming step by `weight`: its
     /// samples × world / the step's samples over all ranks, so that the average of the
     /// weighted per-rank means is the mean over the samples the step really trained on; 0 for

@@ -178,6 +178,7 @@ fn a_missing_peer_fails_the_join_within_the_timeout() {
         hosts_store: true,
         store_prefix: "/test".into(),
         gloo_device: GlooDevice::Address("127.0.0.1".into()),
+        cluster: crate::dist::Cluster::Torchrun,
     };
     let started = Instant::now();
     let error = ProcessGroup::join(&membership, Duration::from_secs(2), None)

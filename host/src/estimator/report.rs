@@ -69,6 +69,14 @@ impl Estimator {
             format!("epochs: {}", self.system.total_epochs),
             format!("batch_size: {}", self.pipeline.batch_size_at(1)),
         ];
+        if let Some(group) = &self.network.group {
+            // Which launcher's variables placed the ranks: the first thing to check when a
+            // cluster job trains as a different world than it asked for.
+            parts.insert(
+                0,
+                format!("ranks: {} (cluster: {})", group.world(), group.cluster()),
+            );
+        }
         let mut epoch_steps = [0, 0];
         for mode in Mode::ALL {
             for ds_id in self.pipeline.ds_ids(mode, 1) {
