@@ -205,52 +205,6 @@ pub(super) fn this_ranks_generator(saved: &[(String, Tensor)], rank: usize) -> O
     find(&own).or_else(|| (rank == 0).then(|| find("cpu")).flatten())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_rank_resumes_its_own_random_state() {
-        let state = |v: u8| Tensor::from_slice(&[v]);
-        let two_ranks = vec![
-            ("cpu".to_owned(), state(0)),
-            ("rank0/cpu".to_owned(), state(0)),
-            ("rank1/cpu".to_owned(), state(1)),
-        ];
-        let value = |t: Option<&Tensor>| t.map(|t| t.int64_value(&[0]));
-        assert_eq!(value(this_ranks_generator(&two_ranks, 1)), Some(1));
-        assert_eq!(value(this_ranks_generator(&two_ranks, 0)), Some(0));
-        assert_eq!(value(this_ranks_generator(&two_ranks, 2)), None);
-        let one_process = vec![("cpu".to_owned(), state(7))];
-        assert_eq!(value(this_ranks_generator(&one_process, 0)), Some(7));
-        assert_eq!(value(this_ranks_generator(&one_process, 1)), None);
-    }
-
-    #[test]
-    fn each_rank_resumes_its_own_gpus_random_state() {
-        let state = |v: u8| Tensor::from_slice(&[v]);
-        let two_ranks = vec![
-            ("cpu".to_owned(), state(0)),
-            ("rank0/cuda".to_owned(), state(10)),
-            ("rank1/cuda".to_owned(), state(11)),
-            ("cuda:0".to_owned(), state(10)),
-        ];
-        let found = |saved, rank| {
-            this_ranks_cuda_generator(saved, rank).map(|(n, t)| (n.to_owned(), t.int64_value(&[0])))
-        };
-        assert_eq!(found(&two_ranks, 1), Some(("rank1/cuda".to_owned(), 11)));
-        assert_eq!(found(&two_ranks, 0), Some(("rank0/cuda".to_owned(), 10)));
-        assert_eq!(found(&two_ranks, 2), None);
-        // A single process's state, written on cuda:3: rank 0 continues it on its own GPU.
-        let one_process = vec![
-            ("cpu".to_owned(), state(0)),
-            ("cuda:3".to_owned(), state(7)),
-        ];
-        assert_eq!(found(&one_process, 0), Some(("cuda:3".to_owned(), 7)));
-        assert_eq!(found(&one_process, 1), None);
-    }
-}
-
 /// Refuses a data-parallel resume whose ranks would not all restore the same checkpoint: a
 /// checkpoint folder that is not really shared (each machine its own copy, one out of date), or
 /// a `latest` that moved between the ranks' reads. Each rank resolves `source` to the checkpoint
@@ -305,5 +259,51 @@ fn checkpoint_identity(source: Option<&Path>) -> String {
             "{} (whose MANIFEST.json it cannot read: {error})",
             dir.display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rank_resumes_its_own_random_state() {
+        let state = |v: u8| Tensor::from_slice(&[v]);
+        let two_ranks = vec![
+            ("cpu".to_owned(), state(0)),
+            ("rank0/cpu".to_owned(), state(0)),
+            ("rank1/cpu".to_owned(), state(1)),
+        ];
+        let value = |t: Option<&Tensor>| t.map(|t| t.int64_value(&[0]));
+        assert_eq!(value(this_ranks_generator(&two_ranks, 1)), Some(1));
+        assert_eq!(value(this_ranks_generator(&two_ranks, 0)), Some(0));
+        assert_eq!(value(this_ranks_generator(&two_ranks, 2)), None);
+        let one_process = vec![("cpu".to_owned(), state(7))];
+        assert_eq!(value(this_ranks_generator(&one_process, 0)), Some(7));
+        assert_eq!(value(this_ranks_generator(&one_process, 1)), None);
+    }
+
+    #[test]
+    fn each_rank_resumes_its_own_gpus_random_state() {
+        let state = |v: u8| Tensor::from_slice(&[v]);
+        let two_ranks = vec![
+            ("cpu".to_owned(), state(0)),
+            ("rank0/cuda".to_owned(), state(10)),
+            ("rank1/cuda".to_owned(), state(11)),
+            ("cuda:0".to_owned(), state(10)),
+        ];
+        let found = |saved, rank| {
+            this_ranks_cuda_generator(saved, rank).map(|(n, t)| (n.to_owned(), t.int64_value(&[0])))
+        };
+        assert_eq!(found(&two_ranks, 1), Some(("rank1/cuda".to_owned(), 11)));
+        assert_eq!(found(&two_ranks, 0), Some(("rank0/cuda".to_owned(), 10)));
+        assert_eq!(found(&two_ranks, 2), None);
+        // A single process's state, written on cuda:3: rank 0 continues it on its own GPU.
+        let one_process = vec![
+            ("cpu".to_owned(), state(0)),
+            ("cuda:3".to_owned(), state(7)),
+        ];
+        assert_eq!(found(&one_process, 0), Some(("cuda:3".to_owned(), 7)));
+        assert_eq!(found(&one_process, 1), None);
     }
 }
