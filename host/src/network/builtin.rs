@@ -186,8 +186,8 @@ impl UpdateOp {
         let mut averaged = false;
         let (grads, found_inf) = match (self.gradients_input, inputs) {
             (_, []) => return Err("no input given".into()),
-            (true, [flat]) => (model.split_flat_gradients(flat)?, None),
-            (true, many) => (self.per_parameter(model, many)?, None),
+            (true, [flat]) => (weighed(model, model.split_flat_gradients(flat)?)?, None),
+            (true, many) => (weighed(model, self.per_parameter(model, many)?)?, None),
             (false, [loss, ..]) => {
                 let computed =
                     loss_gradients(model, (&self.loss_name, loss), retain_graph, overlap)?;
@@ -315,6 +315,24 @@ impl UpdateOp {
             }
         }
         Ok(Some((average, self.found_inf_sum.take())))
+    }
+}
+
+/// Gradients an update was given (not computed from a loss), weighed by this rank's share of
+/// the step's samples, as [`loss_gradients`] weighs a loss (see `SharedGroup::set_contribution`).
+fn weighed(model: &ModelSlot, grads: Vec<Tensor>) -> Result<Vec<Tensor>, String> {
+    match model.sync.as_ref().map(|group| group.contribution()) {
+        Some(weight) if weight != 1.0 => grads
+            .iter()
+            .map(|g| {
+                if g.defined() {
+                    g.f_mul_scalar(weight).map_err(crate::tch_message)
+                } else {
+                    Ok(Tensor::new())
+                }
+            })
+            .collect(),
+        _ => Ok(grads),
     }
 }
 
