@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use crate::dist::{data, spawn_ranks, wait_all};
+use crate::dist::{data, spawn_ranks, wait_all, SGD};
 use crate::util::{fe_host, root, OutputWithin, TempDir};
 
 /// [`data`]'s 640 training samples as NPY files with an `id` column (the sample's index), in
@@ -29,58 +29,31 @@ np.save(out + "/id.npy", np.arange(len(y), dtype=np.int64))
     assert!(status.success());
 }
 
-/// LeNet trained on the samples with a label of at least 5 (a `RemoveIf` without replacement),
-/// logging each trained sample's id and label; `network` replaces the update.
-fn manifest(epochs: u32, network: &str) -> String {
-    format!(
-        r#"[run]
-epochs = {epochs}
-seed = 3
-log_steps = 5
-process_group_timeout = 60
+/// [`crate::dist::manifest`]'s LeNet trained on the NPY copy of its data (`id` included) and
+/// only on the samples with a label of at least 5 (a `RemoveIf` without replacement), logging
+/// each trained sample's id and label; `update` replaces its `UpdateOp`.
+fn manifest(epochs: u32, update: &str) -> String {
+    let d = data().display();
+    let idx = format!(
+        "type = \"idx\"\nfiles = {{ x = \"{d}/train-images-idx3-ubyte\", y = \"{d}/train-labels-idx1-ubyte\" }}"
+    );
+    let text = crate::dist::manifest(SGD, 32, epochs, FILTER_AND_LOG);
+    assert!(text.contains(&idx) && text.contains(UPDATE));
+    text.replace(
+        &idx,
+        "type = \"npy\"\nfiles = { x = \"x.npy\", y = \"y.npy\", id = \"id.npy\" }",
+    )
+    .replace(UPDATE, update)
+}
 
-[pipeline]
-batch_size = 32
-
-[pipeline.data.train]
-type = "npy"
-files = {{ x = "x.npy", y = "y.npy", id = "id.npy" }}
-
+const FILTER_AND_LOG: &str = r#"
 [[pipeline.ops]]
 op = "RemoveIf"
 inputs = "y"
 compare = "lt"
 value = 5
 replacement = false
-
-[[pipeline.ops]]
-op = "Minmax"
-inputs = "x"
-outputs = "x"
-
-[[pipeline.ops]]
-op = "ExpandDims"
-inputs = "x"
-outputs = "x"
-axis = 0
-
-[[models]]
-name = "lenet"
-architecture = "LeNet"
-optimizer = {{ type = "sgd", lr = 0.05 }}
-
-[[network.ops]]
-op = "ModelOp"
-model = "lenet"
-inputs = "x"
-outputs = "y_pred"
-
-[[network.ops]]
-op = "CrossEntropy"
-inputs = ["y_pred", "y"]
-outputs = "ce"
-
-{network}
+mode = "train"
 
 [[traces]]
 trace = "JSONLLogger"
@@ -88,9 +61,7 @@ filename = "ids.jsonl"
 mode = "train"
 instance_id_key = "id"
 instance_keys = ["y"]
-"#
-    )
-}
+"#;
 
 const UPDATE: &str = "[[network.ops]]\nop = \"UpdateOp\"\nmodel = \"lenet\"\nloss = \"ce\"\n";
 

@@ -4,9 +4,8 @@
 //! PyTorch LeNet defined here; bad files and keys are refused naming the file and the key.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::util::{digits, fe_host, root, run_failing, Run, TempDir};
+use crate::util::{digits, fe_host, run_failing, Run, TempDir};
 
 /// The PyTorch side of these tests. `make OUT [SEED]`: a scripted conv net with batch norm and
 /// dropout (so train/eval mode matters) ending in a softmax. `tied OUT`: an MLP whose second
@@ -124,21 +123,7 @@ elif sys.argv[1] == 'lenet':
 
 /// Runs the python helper with `args` in `dir`; returns its stdout.
 fn python(dir: &Path, args: &[&str]) -> String {
-    let script = dir.join("helper.py");
-    std::fs::write(&script, PYTHON).unwrap();
-    let out = Command::new(root().join(".venv/bin/python"))
-        .arg(&script)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run .venv/bin/python");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "python {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    crate::util::run_python_helper(dir, PYTHON, args)
 }
 
 /// The largest difference the helper printed.

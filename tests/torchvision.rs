@@ -6,9 +6,8 @@
 //! (scripts/test.sh installs it).
 
 use std::path::Path;
-use std::process::Command;
 
-use crate::util::{fe_host_in, root, TempDir};
+use crate::util::{fe_host_in, TempDir};
 
 /// `make`: writes `net.pt` (the scripted resnet18, seed 0) and 5 batches of 32 random images
 /// and labels (`x.npy`, `y.npy`). `train OPTIMIZER KWARGS WEIGHTS`: trains the eager resnet18
@@ -64,21 +63,9 @@ for name, value in theirs.items():
 print('entries', len(theirs), 'differing', differing, 'max-diff', largest)
 "#;
 
+/// Runs the python helper with `args` in `dir`; returns its stdout.
 fn python(dir: &Path, args: &[&str]) -> String {
-    std::fs::write(dir.join("helper.py"), PYTHON).unwrap();
-    let out = Command::new(root().join(".venv/bin/python"))
-        .arg("helper.py")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run .venv/bin/python");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "python {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    crate::util::run_python_helper(dir, PYTHON, args)
 }
 
 /// The scripted resnet18 on `x.npy`/`y.npy` in order (no shuffling), 5 steps of 32, logits

@@ -591,3 +591,23 @@ pub fn small_digits(dir: &TempDir) {
         .into();
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
+
+/// Writes `script` into `dir` as `helper.py` and runs it there with `.venv`'s python and
+/// `args`; panics with its output unless it succeeds, else returns its stdout.
+pub fn run_python_helper(dir: &Path, script: &str, args: &[&str]) -> String {
+    let path = dir.join("helper.py");
+    std::fs::write(&path, script).unwrap();
+    let out = Command::new(root().join(".venv/bin/python"))
+        .arg(&path)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run .venv/bin/python");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "python {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

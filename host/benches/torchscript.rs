@@ -12,7 +12,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::Command;
 
 mod common;
 use common::{env_or, fe_host_steps_per_second, median, prepare, write_dataset, MANIFEST};
@@ -75,20 +74,7 @@ else:
 "#;
 
 fn python(dir: &Path, args: &[&str]) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    std::fs::write(dir.join("bench.py"), PYTHON).unwrap();
-    let out = Command::new(root.join(".venv/bin/python"))
-        .arg("bench.py")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect(".venv/bin/python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::run_python(dir, PYTHON, args)
 }
 
 fn eager(dir: &Path, steps: usize) -> f64 {

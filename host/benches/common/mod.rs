@@ -217,3 +217,22 @@ pub fn hand_written_steps_per_second(
     synchronize(device);
     steps as f64 / start.elapsed().as_secs_f64()
 }
+
+/// Writes `script` into `dir` as `bench.py` and runs it there with `.venv`'s python and `args`;
+/// its stdout.
+pub fn run_python(dir: &Path, script: &str, args: &[&str]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::write(dir.join("bench.py"), script).unwrap();
+    let out = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg("bench.py")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect(".venv/bin/python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
