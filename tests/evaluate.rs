@@ -289,3 +289,51 @@ fn evaluate_on_one_and_two_ranks_gives_the_numbers_of_one_process() {
     assert_eq!(one_rows.lines().next(), two_rows.lines().next());
     assert_eq!(one_rows.lines().count(), two_rows.lines().count());
 }
+
+/// `--best` finds the model a versioned run's `BestModelSaver` kept (in the newest version,
+/// where its `save_dir` moved), and it is that epoch's model: evaluated on the run's eval data
+/// it gives the lowest eval loss the run logged. The saver's directory given to `--weights`
+/// loads the same file.
+#[test]
+fn best_evaluates_the_model_the_run_kept_at_its_best_epoch() {
+    let dir = TempDir::new("evaluate-best");
+    let text = crate::util::lenet_manifest(
+        3,
+        "\n[[traces]]\ntrace = \"BestModelSaver\"\nmodel = \"lenet\"\nsave_dir = \"runs/lenet/best\"\n",
+    )
+    .replace(
+        "log_steps = 50",
+        "log_steps = 50\nlog_dir = \"runs/lenet\"\ntrain_steps_per_epoch = 10\neval_steps_per_epoch = 5",
+    );
+    dir.write("m.toml", &text);
+    let untrained = fe_host_in(dir.path(), &["evaluate", "m.toml", "--best"]);
+    assert_eq!(untrained.code, 2, "{}", untrained.stderr);
+    crate::assert_contains!(untrained.stderr, "no run of this manifest yet");
+    let run = fe_host_in(
+        dir.path(),
+        &["run", "m.toml", "-q", "--summary", "summary.json"],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
+            .unwrap();
+    let lowest = *crate::util::values(&summary, "eval", "min_ce")
+        .last()
+        .unwrap();
+    let best = evaluate_json(dir.path(), &["m.toml", "--best"]);
+    let ce = values(&best, 0)["ce"].as_f64().unwrap();
+    assert!(
+        (ce - lowest).abs() <= 1e-6 * lowest.abs().max(1.0),
+        "--best ce {ce}, the run's lowest eval ce {lowest}"
+    );
+    let by_dir = evaluate_json(
+        dir.path(),
+        &["m.toml", "--weights", "runs/lenet/version_0/best"],
+    );
+    assert_eq!(by_dir["datasets"], best["datasets"]);
+    // A manifest without a saver has no best model to name.
+    dir.write("plain.toml", &crate::util::lenet_manifest(1, ""));
+    let refused = fe_host_in(dir.path(), &["evaluate", "plain.toml", "--best"]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    crate::assert_contains!(refused.stderr, "has no BestModelSaver trace");
+}

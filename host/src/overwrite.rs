@@ -86,7 +86,7 @@ impl Reads {
                 }
                 _ => self.add(path, "the checkpoint"),
             },
-            crate::predict::Weights::Random => {}
+            crate::predict::Weights::Random | crate::predict::Weights::Best => {}
         }
     }
 

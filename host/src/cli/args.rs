@@ -275,6 +275,11 @@ pub struct TrainedArgs {
     /// A checkpoint directory, or a checkpoint root (its `latest`).
     #[arg(long, value_name = "PATH", conflicts_with = "weights")]
     pub checkpoint: Option<PathBuf>,
+    /// The best model the manifest's `BestModelSaver` kept in its newest run
+    /// (`<save_dir>/<model>_best_<metric>.safetensors`, in the `latest` version of
+    /// `run.log_dir`).
+    #[arg(long, conflicts_with_all = ["weights", "checkpoint"])]
+    pub best: bool,
 }
 
 /// `fe-host predict`
@@ -289,7 +294,7 @@ pub struct PredictArgs {
     #[command(flatten)]
     pub trained: TrainedArgs,
     /// Run the models untrained.
-    #[arg(long, conflicts_with_all = ["weights", "checkpoint"])]
+    #[arg(long, conflicts_with_all = ["weights", "checkpoint", "best"])]
     pub random_weights: bool,
     /// The data: a file or directory in any format the pipeline reads, or KEY=FILE for
     /// single-array files (repeatable).

@@ -151,6 +151,7 @@ fn prepare(args: &EvaluateArgs) -> Result<Prepared> {
     let weights = Weights::from_flags(
         args.trained.weights.clone(),
         args.trained.checkpoint.clone(),
+        args.trained.best,
         args.random_weights,
     )?;
     let (mut manifest, weights, registry) =

@@ -303,6 +303,7 @@ fn predict(args: PredictArgs) -> Result<()> {
     let weights = crate::predict::Weights::from_flags(
         args.trained.weights,
         args.trained.checkpoint,
+        args.trained.best,
         args.random_weights,
     )?;
     let (manifest, weights, registry) =
@@ -356,7 +357,7 @@ fn trained_model(
     if crate::predict::from_card::is_card(path) {
         if weights.is_some() {
             return Err(Error::Usage(format!(
-                "{} is a model card, which names its weights: drop --weights, --checkpoint and --random-weights",
+                "{} is a model card, which names its weights: drop --weights, --checkpoint, --best and --random-weights",
                 path.display()
             )));
         }
@@ -375,7 +376,9 @@ fn trained_model(
         let weights = crate::predict::Weights::Files(model.weights);
         Ok((model.manifest, Some(weights), registry))
     } else {
-        let manifest = trained_manifest(overrides.load(path)?, weights.as_ref())?;
+        let manifest = overrides.load(path)?;
+        let weights = weights.map(|w| resolve_best(&manifest, w)).transpose()?;
+        let manifest = trained_manifest(manifest, weights.as_ref())?;
         let search = default_search_path(&manifest.plugins.paths, &plugins.plugin_dirs);
         let registry = load_manifest_registry(&search, &manifest)?;
         Ok((manifest, weights, registry))
@@ -425,16 +428,34 @@ fn trained_manifest(
     Ok(trained.manifest)
 }
 
+/// `--best` as the directory the manifest's savers wrote; other weights as given.
+fn resolve_best(
+    manifest: &Manifest,
+    weights: crate::predict::Weights,
+) -> Result<crate::predict::Weights> {
+    Ok(match weights {
+        crate::predict::Weights::Best => {
+            crate::predict::Weights::Files(crate::predict::best::best_weights_dir(manifest)?)
+        }
+        other => other,
+    })
+}
+
 fn export(args: ExportArgs) -> Result<()> {
     let manifest = args.overrides.load(&args.manifest)?;
-    let weights =
-        crate::predict::Weights::from_flags(args.trained.weights, args.trained.checkpoint, false)?
-            .ok_or_else(|| {
-                Error::Usage(
-                    "export writes trained weights: pass --weights DIR|FILE or --checkpoint PATH"
-                        .into(),
-                )
-            })?;
+    let weights = crate::predict::Weights::from_flags(
+        args.trained.weights,
+        args.trained.checkpoint,
+        args.trained.best,
+        false,
+    )?
+    .ok_or_else(|| {
+        Error::Usage(
+            "export writes trained weights: pass --weights DIR|FILE, --checkpoint PATH or --best"
+                .into(),
+        )
+    })?;
+    let weights = resolve_best(&manifest, weights)?;
     let manifest = trained_manifest(manifest, Some(&weights))?;
     crate::runtime::set_threads(manifest.run.threads);
     let search = default_search_path(&manifest.plugins.paths, &args.plugins.plugin_dirs);

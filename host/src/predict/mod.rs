@@ -2,6 +2,7 @@
 //! format the pipeline reads, predictions written as CSV, NPY or safetensors) and
 //! `fe-host export` (TorchScript and safetensors with a JSON model card).
 
+pub mod best;
 pub mod card;
 pub mod export;
 pub mod from_card;
@@ -31,23 +32,29 @@ pub enum Weights {
     Checkpoint(PathBuf),
     /// None: run the models as they are created (asked for explicitly).
     Random,
+    /// What the manifest's `BestModelSaver`s kept in its newest run (`--best`); becomes
+    /// [`Weights::Files`] once the manifest is read ([`best::best_weights_dir`]).
+    Best,
 }
 
 impl Weights {
-    /// From the `--weights`, `--checkpoint` and `--random-weights` flags (at most one).
+    /// From the `--weights`, `--checkpoint`, `--best` and `--random-weights` flags (at most
+    /// one).
     pub fn from_flags(
         weights: Option<PathBuf>,
         checkpoint: Option<PathBuf>,
+        best: bool,
         random: bool,
     ) -> Result<Option<Self>> {
-        Ok(match (weights, checkpoint, random) {
-            (Some(path), None, false) => Some(Weights::Files(path)),
-            (None, Some(path), false) => Some(Weights::Checkpoint(path)),
-            (None, None, true) => Some(Weights::Random),
-            (None, None, false) => None,
+        Ok(match (weights, checkpoint, best, random) {
+            (Some(path), None, false, false) => Some(Weights::Files(path)),
+            (None, Some(path), false, false) => Some(Weights::Checkpoint(path)),
+            (None, None, true, false) => Some(Weights::Best),
+            (None, None, false, true) => Some(Weights::Random),
+            (None, None, false, false) => None,
             _ => {
                 return Err(Error::Usage(
-                    "give one of --weights, --checkpoint and --random-weights".into(),
+                    "give one of --weights, --checkpoint, --best and --random-weights".into(),
                 ))
             }
         })
@@ -59,6 +66,9 @@ impl Weights {
             Weights::Files(path) => Ok(Some(path.clone())),
             Weights::Checkpoint(path) => crate::checkpoint::resolve(path).map(Some),
             Weights::Random => Ok(None),
+            Weights::Best => Err(Error::Usage(
+                "--best names no weights before the manifest is read".into(),
+            )),
         }
     }
 }

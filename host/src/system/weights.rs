@@ -14,6 +14,37 @@ pub fn file(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.safetensors"))
 }
 
+/// The one `<name>_best_<metric>.safetensors` a `BestModelSaver` kept in `dir`, if any. Two
+/// (the same model saved by two metrics) are refused: which one is meant cannot be guessed.
+pub fn best_file(dir: &Path, name: &str) -> Result<Option<PathBuf>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(None);
+    };
+    let prefix = format!("{name}_best_");
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".safetensors"))
+        })
+        .collect();
+    found.sort();
+    match found.len() {
+        0 | 1 => Ok(found.pop()),
+        _ => Err(Error::Usage(format!(
+            "{} holds several best models of `{name}` ({}): pass --weights with the file meant",
+            dir.display(),
+            found
+                .iter()
+                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
 /// Writes every model's variables into `dir`.
 pub fn save(network: &Network, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
@@ -30,9 +61,10 @@ pub fn save(network: &Network, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// Loads weights into the models: from `path/<model>.safetensors`, or `path/models/...` for a
-/// checkpoint directory, or the file itself when the network has one model. Names, shapes and
-/// dtypes must match the model exactly.
+/// Loads weights into the models: from `path/<model>.safetensors` (or, without it, the
+/// `path/<model>_best_<metric>.safetensors` a `BestModelSaver` wrote), or `path/models/...` for
+/// a checkpoint directory, or the file itself when the network has one model. Names, shapes
+/// and dtypes must match the model exactly.
 pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
     let mut loaded = Vec::new();
     let single = network.models.len() == 1 && path.is_file();
@@ -45,7 +77,10 @@ pub fn load(network: &mut Network, path: &Path) -> Result<Vec<PathBuf>> {
             torchscript_unchanged(&record, "/torchscript/sha256", model)?;
             file(&models, &model.name)
         } else {
-            let source = file(path, &model.name);
+            let mut source = file(path, &model.name);
+            if !source.exists() {
+                source = best_file(path, &model.name)?.unwrap_or(source);
+            }
             let card = source.with_extension("json");
             torchscript_unchanged(&card, "/torchscript_source_sha256", model)?;
             source
