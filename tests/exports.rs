@@ -384,3 +384,53 @@ fn onnx_without_python_is_refused_and_torchscript_needs_none() {
     assert!(!outside.join("plain/lenet.onnx").exists());
     let _ = std::fs::remove_dir_all(&outside);
 }
+
+/// `run --export --export-format onnx` writes the ONNX file when training ends; without a
+/// Python for it the run is refused before it trains (no run directory, no export).
+#[test]
+fn run_exports_onnx_when_asked_and_without_python_refuses_before_training() {
+    let dir = TempDir::new("run-export-onnx");
+    copy_example(&dir, "lenet");
+    ok(
+        fe_host()
+            .current_dir(dir.path())
+            .args(["datagen", "digits", "--out", "data/digits"])
+            .args(["--train", "32", "--eval", "8", "--test", "0", "--seed", "3"])
+            .output()
+            .unwrap()
+            .into(),
+        "datagen",
+    );
+    let run = |out: &str, python: Option<&Path>| -> Run {
+        let mut command = fe_host();
+        command
+            .current_dir(dir.path())
+            .args([
+                "run",
+                "examples/lenet.toml",
+                "-q",
+                "--epochs",
+                "1",
+                "--threads",
+                "1",
+            ])
+            .args(["--set", "pipeline.batch_size=16"])
+            .args(["--export", out, "--export-format", "onnx"]);
+        match python {
+            Some(python) => command.env("FE_HOST_PYTHON", python),
+            None => command.env("FE_HOST_PYTHON", dir.path().join("no-python")),
+        };
+        command.output().unwrap().into()
+    };
+    let refused = run("refused", None);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert_contains!(refused.stderr, "--format onnx");
+    assert!(!dir.path().join("refused").exists());
+    assert!(
+        !dir.path().join("runs").exists(),
+        "it trained before refusing"
+    );
+    ok(run("export", Some(&python())), "run --export-format onnx");
+    assert!(dir.path().join("export/lenet.onnx").is_file());
+    assert!(dir.path().join("export/lenet.pt").is_file());
+}

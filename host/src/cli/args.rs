@@ -181,6 +181,17 @@ pub struct RunArgs {
     /// Export every model into this new directory when training ends (see `fe-host export`).
     #[arg(long, value_name = "DIR", conflicts_with = "smoke")]
     pub export: Option<PathBuf>,
+    /// What `--export` writes besides the weights and the card, as `export --format`
+    /// (`torchscript`, `onnx`, `safetensors`; comma-separated). A Python for ONNX is looked
+    /// for before training starts.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "torchscript",
+        requires = "export"
+    )]
+    pub export_format: Vec<crate::predict::export::Format>,
     /// Write the per-epoch log (`log.jsonl`) and, at the end, a plot of every logged value
     /// (`metrics.svg`) into this directory (overrides `run.log_dir`).
     #[arg(long, value_name = "DIR", conflicts_with = "smoke")]

@@ -37,6 +37,11 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     check_before_building(&manifest, args.threads, from_flag)?;
     if let Some(dir) = args.export.as_deref().filter(|_| speaks) {
         crate::predict::export::refuse_existing("--export", dir)?;
+        // Converting to ONNX needs a Python: a machine without one must say so now, not after
+        // the training it would otherwise have run first.
+        if crate::predict::export::Formats::from(&args.export_format[..]).onnx {
+            crate::predict::onnx::find_python()?;
+        }
     }
     if speaks {
         // Written after training: a target that cannot be written must fail now, not then.
@@ -218,7 +223,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
             &format!("the run of {}", args.manifest_path().display()),
             system.as_ref(),
             dir,
-            crate::predict::export::Formats::default(),
+            crate::predict::export::Formats::from(&args.export_format[..]),
         )
         .map(|_| ());
     }
