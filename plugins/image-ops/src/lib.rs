@@ -11,6 +11,7 @@
 
 #[macro_use]
 mod color;
+mod affine;
 mod channel_ops;
 mod color_ops;
 mod crop;
@@ -23,10 +24,13 @@ mod pad;
 mod read;
 mod registry;
 mod registry_color;
+mod registry_more;
 mod resize;
 mod rotate;
 mod sized_crop;
+mod warp;
 
+pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
 };

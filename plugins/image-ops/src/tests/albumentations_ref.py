@@ -18,7 +18,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map"}
+ARRAYS = {"holes", "noise_map", "matrix"}
 
 
 def arrays(params):

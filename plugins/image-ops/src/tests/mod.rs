@@ -1,6 +1,7 @@
 //! Tests through the registrations: `testing::numpy_op` (the adapter the host calls) for
 //! fixed-seed calls, and the registered factory for calls with a chosen `ctx.seed`.
 
+mod affine;
 mod crop;
 mod flip;
 mod geometric;
