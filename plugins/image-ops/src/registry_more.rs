@@ -3,13 +3,19 @@
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Affine, ShiftScaleRotate};
+use crate::{Affine, HueSaturationValue, ShiftScaleRotate};
 
 const P: Field = Field::optional(
     "p",
     "float",
     "0.5",
     "Probability of transforming a sample, in [0, 1]",
+);
+const COLOR_MASKS: Field = Field::optional(
+    "masks",
+    "[string]",
+    "[]",
+    "Inputs left untouched (label masks)",
 );
 const WARP_FIELDS: [Field; 6] = [
     Field::optional(
@@ -66,5 +72,15 @@ inventory::submit! {
         Field::optional("scale_limit", "float | [float, float]", "0.1", "Scale range around 1, drawn per axis"),
         Field::optional("rotate_limit", "float | [float, float]", "45", "Rotation range in degrees"),
         WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<HueSaturationValue>("HueSaturationValue", "Random hue, saturation and value shifts in OpenCV's uint8 HSV (hue 0..180)")
+    .fields(&[
+        Field::optional("hue_shift_limit", "float | [float, float]", "20", "Hue shift range, in 0..180 hue units"),
+        Field::optional("sat_shift_limit", "float | [float, float]", "30", "Saturation shift range, in 0..255 units"),
+        Field::optional("val_shift_limit", "float | [float, float]", "20", "Value shift range, in 0..255 units"),
+        COLOR_MASKS,
+        P,
     ])
 }
