@@ -68,14 +68,48 @@ pub(crate) fn hsv_to_rgb(h: &Tensor, s: &Tensor, v: &Tensor) -> Result<Tensor> {
     let h = h.f_to_kind(Kind::Float)?.f_mul_scalar(6.0 / 180.0)?;
     let s = s.f_to_kind(Kind::Float)?.f_mul_scalar(1.0 / 255.0)?;
     let v = v.f_to_kind(Kind::Float)?.f_mul_scalar(1.0 / 255.0)?;
+    Ok(sectors(&h, &s, &v)?
+        .f_mul_scalar(255.0)?
+        .f_round()?
+        .f_clamp(0.0, 255.0)?
+        .f_to_kind(Kind::Uint8)?)
+}
+
+/// OpenCV's float RGB → HSV (`RGB2HSV_f`): `h` in degrees [0, 360), `s`, `v` in [0, 1].
+pub(crate) fn rgb_to_hsv_float(x: &Tensor) -> Result<[Tensor; 3]> {
+    let x = x.f_to_kind(Kind::Float)?;
+    let (r, g, b) = (x.f_select(-1, 0)?, x.f_select(-1, 1)?, x.f_select(-1, 2)?);
+    let v = r.f_maximum(&g)?.f_maximum(&b)?;
+    let diff = v.f_sub(&r.f_minimum(&g)?.f_minimum(&b)?)?;
+    let eps = f64::from(f32::EPSILON);
+    let s = diff.f_div(&v.f_abs()?.f_add_scalar(eps)?)?;
+    let k = diff.f_add_scalar(eps)?.f_reciprocal()?.f_mul_scalar(60.0)?;
+    let from_r = g.f_sub(&b)?.f_mul(&k)?;
+    let from_g = b.f_sub(&r)?.f_mul(&k)?.f_add_scalar(120.0)?;
+    let from_b = r.f_sub(&g)?.f_mul(&k)?.f_add_scalar(240.0)?;
+    let h = from_r.f_where_self(
+        &v.f_eq_tensor(&r)?,
+        &from_g.f_where_self(&v.f_eq_tensor(&g)?, &from_b)?,
+    )?;
+    let h = h.f_where_self(&h.f_ge(0.0)?, &h.f_add_scalar(360.0)?)?;
+    Ok([h, s, v])
+}
+
+/// OpenCV's float HSV → RGB (`h` in degrees), float32.
+pub(crate) fn hsv_to_rgb_float(h: &Tensor, s: &Tensor, v: &Tensor) -> Result<Tensor> {
+    sectors(&h.f_mul_scalar(6.0 / 360.0)?, s, v)
+}
+
+/// `HSV2RGB_f`'s core: `h` in sectors [0, 6), float32 `(…, 3)` RGB in `v`'s scale.
+fn sectors(h: &Tensor, s: &Tensor, v: &Tensor) -> Result<Tensor> {
     let sector = h.f_floor()?;
     let f = h.f_sub(&sector)?;
-    let sector = sector.f_to_kind(Kind::Int64)?.f_clamp(0, 5)?;
+    let sector = sector.f_to_kind(Kind::Int64)?.f_remainder(6)?;
     let one_minus = |t: &Tensor| -> Result<Tensor> { Ok(t.f_neg()?.f_add_scalar(1.0)?) };
     let tab = Tensor::f_stack(
         &[
             v.shallow_clone(),
-            v.f_mul(&one_minus(&s)?)?,
+            v.f_mul(&one_minus(s)?)?,
             v.f_mul(&one_minus(&s.f_mul(&f)?)?)?,
             v.f_mul(&one_minus(&s.f_mul(&one_minus(&f)?)?)?)?,
         ],
@@ -91,15 +125,9 @@ pub(crate) fn hsv_to_rgb(h: &Tensor, s: &Tensor, v: &Tensor) -> Result<Tensor> {
     shape.push(3);
     let rgb = tab.f_gather(-1, &index.f_reshape(shape.as_slice())?, false)?;
     let gray = s.f_eq(0.0)?.f_unsqueeze(-1)?;
-    let rgb = v
-        .f_unsqueeze(-1)?
+    Ok(v.f_unsqueeze(-1)?
         .f_expand_as(&rgb)?
-        .f_where_self(&gray, &rgb)?;
-    Ok(rgb
-        .f_mul_scalar(255.0)?
-        .f_round()?
-        .f_clamp(0.0, 255.0)?
-        .f_to_kind(Kind::Uint8)?)
+        .f_where_self(&gray, &rgb)?)
 }
 
 /// `HueSaturationValue` configuration (uint8 HSV units: hue 0..180, saturation and value

@@ -3,7 +3,7 @@
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Affine, HueSaturationValue, ShiftScaleRotate};
+use crate::{Affine, ColorJitter, HueSaturationValue, ShiftScaleRotate};
 
 const P: Field = Field::optional(
     "p",
@@ -80,6 +80,17 @@ inventory::submit! {
         Field::optional("hue_shift_limit", "float | [float, float]", "20", "Hue shift range, in 0..180 hue units"),
         Field::optional("sat_shift_limit", "float | [float, float]", "30", "Saturation shift range, in 0..255 units"),
         Field::optional("val_shift_limit", "float | [float, float]", "20", "Value shift range, in 0..255 units"),
+        COLOR_MASKS,
+        P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<ColorJitter>("ColorJitter", "Random brightness, contrast, saturation and hue factors, applied in a random order")
+    .fields(&[
+        Field::optional("brightness", "float | [float, float]", "[0.8, 1.2]", "Factor range; b means [max(0, 1 - b), 1 + b]"),
+        Field::optional("contrast", "float | [float, float]", "[0.8, 1.2]", "Factor range, as brightness"),
+        Field::optional("saturation", "float | [float, float]", "[0.8, 1.2]", "Factor range, as brightness"),
+        Field::optional("hue", "float | [float, float]", "0.5", "Hue shift in turns; h means [-h, h], within [-0.5, 0.5]"),
         COLOR_MASKS,
         P,
     ])

@@ -203,6 +203,7 @@ fn masks_are_untouched_and_p_zero_is_the_identity() {
         "ChannelDropout",
         "RGBShift",
         "HueSaturationValue",
+        "ColorJitter",
     ];
     for name in names {
         let op = direct(name, "p = 1.0\nmasks = [\"mask\"]", &["image", "mask"]);
