@@ -12,6 +12,7 @@
 #[macro_use]
 mod color;
 mod affine;
+mod blur;
 mod channel_ops;
 mod color_ops;
 mod crop;
@@ -33,6 +34,7 @@ mod sized_crop;
 mod warp;
 
 pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
+pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
 };

@@ -3,7 +3,7 @@
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Affine, ColorJitter, HueSaturationValue, ShiftScaleRotate};
+use crate::{Affine, ColorJitter, GaussianBlur, HueSaturationValue, MedianBlur, ShiftScaleRotate};
 
 const P: Field = Field::optional(
     "p",
@@ -91,6 +91,23 @@ inventory::submit! {
         Field::optional("contrast", "float | [float, float]", "[0.8, 1.2]", "Factor range, as brightness"),
         Field::optional("saturation", "float | [float, float]", "[0.8, 1.2]", "Factor range, as brightness"),
         Field::optional("hue", "float | [float, float]", "0.5", "Hue shift in turns; h means [-h, h], within [-0.5, 0.5]"),
+        COLOR_MASKS,
+        P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<GaussianBlur>("GaussianBlur", "Separable Gaussian blur of random sigma (albumentations' PIL-style kernel, border reflect-101)")
+    .fields(&[
+        Field::optional("blur_limit", "integer | [integer, integer]", "0", "Kernel size range (l means [0, l]); 0 sizes it from sigma"),
+        Field::optional("sigma_limit", "float | [float, float]", "[0.5, 3.0]", "Sigma range (s means [0, s])"),
+        COLOR_MASKS,
+        P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<MedianBlur>("MedianBlur", "Median of a random odd k x k window (cv2.medianBlur, border replicate)")
+    .fields(&[
+        Field::optional("blur_limit", "integer | [integer, integer]", "[3, 7]", "Odd aperture range (l means [3, l])"),
         COLOR_MASKS,
         P,
     ])

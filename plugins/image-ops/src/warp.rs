@@ -113,7 +113,7 @@ fn gather(flat: &Tensor, ix: &Tensor, iy: &Tensor, l: &Spatial, s: Sampling) -> 
 
 /// Integer coordinates folded into `0..n` by the border rule (OpenCV's `borderInterpolate`;
 /// a constant border clamps here and is masked by the caller).
-fn fold(i: &Tensor, n: i64, border: BorderMode) -> Result<Tensor> {
+pub(crate) fn fold(i: &Tensor, n: i64, border: BorderMode) -> Result<Tensor> {
     let mirror = |period: i64, top: i64| -> Result<Tensor> {
         let r = i.f_remainder(period)?;
         Ok(r.f_where_self(&r.f_lt(n)?, &r.f_neg()?.f_add_scalar(top)?)?)

@@ -2,6 +2,7 @@
 //! fixed-seed calls, and the registered factory for calls with a chosen `ctx.seed`.
 
 mod affine;
+mod blur;
 mod color_more;
 mod crop;
 mod flip;
