@@ -168,6 +168,8 @@ fn readme_snippets_build() {
             "RandomResizedCrop",
             "RandomSizedCrop",
             "CoarseDropout",
+            "ShiftScaleRotate",
+            "ColorJitter",
             "RandomBrightnessContrast",
         ]
     );
