@@ -218,7 +218,7 @@ impl TryFrom<PosterizeConfig> for PosterizeMap {
 
 /// `f` applied to `x` as uint8: float images are scaled by 255 and rounded first, and
 /// scaled back after, as albumentations' `uint8_io` does.
-fn via_uint8(x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+pub(crate) fn via_uint8(x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
     if x.kind() == Kind::Uint8 {
         return f(x);
     }

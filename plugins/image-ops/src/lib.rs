@@ -11,22 +11,30 @@
 
 #[macro_use]
 mod color;
+mod affine;
+mod blur;
 mod channel_ops;
 mod color_ops;
 mod crop;
 mod dropout;
 mod flip;
 mod flips;
+mod hsv;
+mod jitter;
 mod layout;
 mod max_size;
 mod pad;
 mod read;
 mod registry;
 mod registry_color;
+mod registry_more;
 mod resize;
 mod rotate;
 mod sized_crop;
+mod warp;
 
+pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
+pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
 };
@@ -39,6 +47,8 @@ pub use crop::{CenterCrop, CropConfig, RandomCrop};
 pub use dropout::{CoarseDropout, CoarseDropoutConfig};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};
 pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};
+pub use hsv::{HueSaturationValue, HueSaturationValueConfig};
+pub use jitter::{ColorJitter, ColorJitterConfig};
 pub use layout::Interpolation;
 pub use max_size::{LongestMaxSize, MaxSizeConfig, SmallestMaxSize};
 pub use pad::{PadIfNeeded, PadIfNeededConfig, Position};

@@ -18,11 +18,11 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map"}
+ARRAYS = {"holes", "noise_map", "matrix", "kernel"}
 
 
 def arrays(params):
-    return {k: np.array(v) if k in ARRAYS else v for k, v in params.items()}
+    return {k: np.array(v) if k in ARRAYS and isinstance(v, list) else v for k, v in params.items()}
 
 
 def run(case):
@@ -37,6 +37,8 @@ def run(case):
             params["shape"] = tuple(case["shape"])
             params.update(t.get_params_dependent_on_data(params, {"image": np.zeros(case["shape"], np.uint8)}))
             rows.append(np.asarray(params[case["key"]], dtype=np.float64).ravel())
+        width = max(len(r) for r in rows)  # kernels differ in length: pad with NaN
+        rows = [np.pad(r, (0, width - len(r)), constant_values=np.nan) for r in rows]
         np.save(case["out_image"], np.stack(rows))
         return
     image = np.load(case["image"])

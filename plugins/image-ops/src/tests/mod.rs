@@ -1,6 +1,9 @@
 //! Tests through the registrations: `testing::numpy_op` (the adapter the host calls) for
 //! fixed-seed calls, and the registered factory for calls with a chosen `ctx.seed`.
 
+mod affine;
+mod blur;
+mod color_more;
 mod crop;
 mod flip;
 mod geometric;
@@ -165,6 +168,8 @@ fn readme_snippets_build() {
             "RandomResizedCrop",
             "RandomSizedCrop",
             "CoarseDropout",
+            "ShiftScaleRotate",
+            "ColorJitter",
             "RandomBrightnessContrast",
         ]
     );

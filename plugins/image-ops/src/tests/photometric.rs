@@ -202,6 +202,10 @@ fn masks_are_untouched_and_p_zero_is_the_identity() {
         "ChannelShuffle",
         "ChannelDropout",
         "RGBShift",
+        "HueSaturationValue",
+        "ColorJitter",
+        "GaussianBlur",
+        "MedianBlur",
     ];
     for name in names {
         let op = direct(name, "p = 1.0\nmasks = [\"mask\"]", &["image", "mask"]);

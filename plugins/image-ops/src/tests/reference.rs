@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fe_plugin_api::tch::{Kind, Tensor};
 use serde_json::{json, Value};
@@ -60,6 +61,12 @@ impl Case {
     }
 }
 
+/// A number no other reference call of this process uses: tests of one op run in parallel.
+fn unique() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 fn python() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
 }
@@ -85,7 +92,7 @@ fn run_script(dir: &TempDir, spec: Vec<Value>) {
 
 /// The reference outputs `(image, mask)` of every case, in order.
 pub(super) fn albumentations(cases: &[Case]) -> Vec<(Tensor, Option<Tensor>)> {
-    let dir = TempDir::new(&format!("albu-{}", cases[0].transform));
+    let dir = TempDir::new(&format!("albu-{}-{}", cases[0].transform, unique()));
     let path = |name: String| dir.path().join(name).to_string_lossy().into_owned();
     let mut spec = Vec::new();
     for (i, case) in cases.iter().enumerate() {
@@ -125,7 +132,7 @@ pub(super) fn albumentations_samples(
     key: &str,
     n: usize,
 ) -> Vec<Vec<f64>> {
-    let dir = TempDir::new(&format!("albu-samples-{transform}"));
+    let dir = TempDir::new(&format!("albu-samples-{transform}-{}", unique()));
     let out = dir
         .path()
         .join("samples.npy")
