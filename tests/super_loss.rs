@@ -95,11 +95,14 @@ fn super_loss_equals_fastestimators_formula_with_scipys_lambert_w() {
         .collect();
     let got = run("", &steps);
     assert_matches(&got, &reference("exp", 1.0, &steps), "threshold exp");
-    // The hardest sample gets the least weight; one at the cap the most, σ = exp(−W(−1/e)) = e.
+    // The hardest sample gets the least weight; one at the cap the most:
+    // σ = exp(−W(½·(−1.9999998/e))) ≈ 2.717, just under e.
     let (_, conf) = &got[3];
     let smallest = conf.iter().cloned().fold(f64::INFINITY, f64::min);
+    let largest = conf.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     assert_eq!(smallest, conf[0], "{conf:?}");
-    assert!((conf[1] - std::f64::consts::E).abs() < 1e-3, "{conf:?}");
+    assert_eq!(largest, conf[1], "{conf:?}");
+    assert!(conf[1] > 2.71 && conf[1] < std::f64::consts::E, "{conf:?}");
     let got = run("threshold = 0.8\nregularization = 0.25", &steps[1..]);
     assert_matches(
         &got,
