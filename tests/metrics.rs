@@ -96,7 +96,7 @@ files = {files}
 }
 
 /// Runs `manifest` in `dir` as one process or `world` ranks; rank 0's `--summary`.
-fn run(dir: &TempDir, world: usize, manifest: &str) -> serde_json::Value {
+pub(crate) fn run(dir: &TempDir, world: usize, manifest: &str) -> serde_json::Value {
     let path = dir.write("m.toml", manifest).to_string_lossy().into_owned();
     let args = ["run", path.as_str(), "--summary", "summary.json"];
     let runs: Vec<Run> = if world == 1 {

@@ -8,6 +8,7 @@
 mod util;
 
 mod bad_inputs;
+mod bleu;
 mod cards;
 mod checkpoints;
 mod cli_errors;
@@ -39,6 +40,7 @@ mod plugin_kit;
 mod plugin_run_info;
 mod records;
 mod reference;
+mod regularization;
 mod render;
 mod resume_checks;
 mod run_dirs;
@@ -46,6 +48,7 @@ mod scaffold;
 mod scheduling;
 mod slicing;
 mod stopping;
+mod super_loss;
 mod torchscript;
 mod torchscript_checks;
 mod torchvision;

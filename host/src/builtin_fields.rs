@@ -28,6 +28,20 @@ const GRADIENT_OP: &[Field] = &[
     Field::optional("model", "string", "none", "Differentiate with respect to this model's trainable parameters instead of `inputs`: one output per parameter, or one flattened"),
 ];
 
+const L2_REGULARIZATION: &[Field] = &[
+    Field::required(
+        "model",
+        "string",
+        "The model whose trainable weights are penalised",
+    ),
+    Field::optional(
+        "beta",
+        "float",
+        "0.01",
+        "Weight of the penalty beta * sum(w^2) / 2",
+    ),
+];
+
 const NO_FIELDS: &[Field] = &[];
 
 /// The op `Sometimes` and `Repeat` wrap.
@@ -362,6 +376,7 @@ pub fn fields(kind: ComponentKind, name: &str) -> Option<&'static [Field]> {
         (TensorOp, "ModelOp") => MODEL_OP,
         (TensorOp, "UpdateOp") => UPDATE_OP,
         (TensorOp, "GradientOp") => GRADIENT_OP,
+        (TensorOp, "L2Regularization" | "L2Regularizaton") => L2_REGULARIZATION,
         (TensorOp | NumpyOp, "Delete") => NO_FIELDS,
         (TensorOp | NumpyOp, "Sometimes") => SOMETIMES,
         (TensorOp | NumpyOp, "OneOf" | "Fuse") => ONE_OF_OR_FUSE,

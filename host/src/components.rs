@@ -77,6 +77,18 @@ pub fn builtins() -> Vec<ComponentInfo> {
         ),
         builtin(
             ComponentKind::TensorOp,
+            "L2Regularization",
+            "Adds beta * sum(w^2)/2 over a model's trainable weights to a loss (FastEstimator's L2Regularizaton)",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
+            "L2Regularizaton",
+            "FastEstimator's spelling of L2Regularization (the same op)",
+            "",
+        ),
+        builtin(
+            ComponentKind::TensorOp,
             "Delete",
             "Removes keys for the rest of the step",
             "",

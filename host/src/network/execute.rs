@@ -274,6 +274,11 @@ fn call(
             }));
             finish("GradientOp", "backward", outcome)
         }
+        OpKind::L2(l2) => {
+            let model = &env.models[l2.model];
+            let outcome = catch_unwind(AssertUnwindSafe(|| l2.forward(model, inputs)));
+            finish("L2Regularization", "forward", outcome)
+        }
         OpKind::Delete | OpKind::Meta(_) => Ok(Vec::new()),
     }
 }

@@ -14,6 +14,7 @@ pub mod node;
 pub mod plan;
 pub mod post;
 pub mod precision;
+pub mod regularize;
 pub mod slicing;
 pub mod state;
 pub mod torchscript;

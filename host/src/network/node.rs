@@ -2,6 +2,7 @@
 
 use super::builtin::{GradientOp, ModelOp, UpdateOp};
 use super::meta::MetaOp;
+use super::regularize::L2Op;
 use crate::batch::KeyId;
 use crate::key_path::KeyPath;
 use crate::plugins::handles::TensorOpHandle;
@@ -17,6 +18,8 @@ pub enum OpKind {
     Update(UpdateOp),
     /// The built-in `GradientOp`.
     Gradient(GradientOp),
+    /// The built-in `L2Regularization` (FastEstimator's `L2Regularizaton`).
+    L2(L2Op),
     /// The built-in `Delete`: its inputs stop existing for the rest of the step.
     Delete,
     /// `Sometimes`, `OneOf`, `Repeat` or `Fuse` around other ops.
@@ -134,6 +137,7 @@ impl OpNode {
             OpKind::Model(op) => vec![op.model],
             OpKind::Update(op) => vec![op.model],
             OpKind::Gradient(op) => op.model.into_iter().collect(),
+            OpKind::L2(op) => vec![op.model],
             OpKind::Meta(meta) => meta.children().iter().flat_map(|c| c.models()).collect(),
             _ => Vec::new(),
         }

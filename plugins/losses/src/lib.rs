@@ -1,5 +1,6 @@
 //! Losses for fe-host with FastEstimator's semantics (the PyTorch branch of each FastEstimator
-//! loss): `CrossEntropy`, `MixLoss`, `MeanSquaredError`, `L1Loss`, `Hinge`, `FocalLoss` and `DiceLoss`.
+//! loss): `CrossEntropy`, `MixLoss`, `MeanSquaredError`, `L1Loss`, `Hinge`, `FocalLoss` and `DiceLoss`;
+//! and `SuperLoss` around any of them (a per-sample loss in, a curriculum-weighted loss out).
 //!
 //! Every loss reads `[y_pred, y_true]` (FastEstimator's order), writes one key, and defaults to
 //! every mode but `infer` (there are no labels at inference); `MixLoss` also reads the mixing
@@ -18,6 +19,7 @@ mod hinge;
 mod l1;
 mod mix_loss;
 mod mse;
+mod super_loss;
 
 pub use cross_entropy::{CrossEntropy, CrossEntropyConfig, Form};
 pub use dice::{DiceLoss, DiceLossConfig};
@@ -26,6 +28,7 @@ pub use hinge::{Hinge, HingeConfig};
 pub use l1::{L1Loss, L1LossConfig, L1Type};
 pub use mix_loss::MixLoss;
 pub use mse::{MeanSquaredError, MseConfig};
+pub use super_loss::{lambert_w, SuperLoss, SuperLossConfig, Threshold};
 
 /// The configuration `CrossEntropy` and `MixLoss` share ([`CrossEntropyConfig`]).
 const CROSS_ENTROPY_FIELDS: &[Field] = &[
@@ -136,6 +139,19 @@ inventory::submit! {
         Field::optional("channel_average", "bool", "true", "Mean over the channels; false: one value per channel"),
         Field::optional("channel_weights", "table { channel = weight }", "none", "Weight of each channel's score; unlisted channels weigh 1"),
         Field::optional("epsilon", "float", "1e-6", "Added to the denominator against division by zero (>= 0)"),
+    ])
+}
+
+inventory::submit! {
+    Registration::tensor_op::<SuperLoss>(
+        "SuperLoss",
+        "Curriculum loss (Castells et al. 2020) around a per-sample loss: (l-tau)*sigma + lam*ln(sigma)^2, sigma by Lambert W",
+    )
+    .default_mode("!infer")
+    .fields(&[
+        Field::optional("threshold", "\"exp\" | float", "\"exp\"", "tau: a moving average of the batch-mean loss per mode (0.1 per step), or a constant such as ln(classes)"),
+        Field::optional("regularization", "float", "1.0", "lambda > 0; larger values approach the plain loss"),
+        Field::optional("average_loss", "bool", "true", "Mean over the batch; false: one loss per sample"),
     ])
 }
 
@@ -307,6 +323,6 @@ mod readme {
             }
             built.push(name);
         }
-        assert_eq!(built.len(), 7, "{built:?}");
+        assert_eq!(built.len(), 8, "{built:?}");
     }
 }

@@ -1,6 +1,7 @@
 //! Metrics for fe-host, ported from FastEstimator's metric traces: `Accuracy`, `Precision`,
 //! `Recall`, `F1Score`, `ConfusionMatrix`, `MCC` and `Dice`; and `ROCAUC` and
-//! `ExpectedCalibrationError` (scikit-learn's and torchmetrics' definitions).
+//! `ExpectedCalibrationError` (scikit-learn's and torchmetrics' definitions); and `BleuScore`
+//! (NLTK's corpus BLEU with FastEstimator's smoothing).
 //!
 //! Every metric accumulates per batch into an additive partial state (confusion counts, or
 //! per-channel fixed-point sums for Dice) and reduces the partial states of all workers
@@ -12,6 +13,7 @@
 use fe_plugin_api::{inventory, Field, Registration};
 
 mod accuracy;
+mod bleu;
 mod calibration;
 mod classes;
 mod confusion;
@@ -24,6 +26,7 @@ mod scores;
 mod test_support;
 
 pub use accuracy::Accuracy;
+pub use bleu::{BleuConfig, BleuScore};
 pub use calibration::{CalibrationConfig, CalibrationError, Norm};
 pub use confusion_matrix::{ConfusionMatrix, ConfusionMatrixConfig, Normalize};
 pub use dice::{Dice, DiceConfig, Off, Threshold};
@@ -162,6 +165,17 @@ inventory::submit! {
     .fields(&[
         Field::optional("n_bins", "integer", "15", "Equal-width bins over [0, 1]; a confidence of 1 has its own"),
         Field::optional("norm", "\"l1\" | \"l2\" | \"max\"", "\"l1\"", "ECE, root-mean-square or maximum calibration error"),
+    ])
+}
+
+inventory::submit! {
+    Registration::metric::<BleuScore>(
+        "BleuScore",
+        "Corpus BLEU of token sequences [N, L] (0 = padding), NLTK's corpus_bleu with smoothing method 4",
+    )
+    .default_mode("eval,test")
+    .fields(&[
+        Field::optional("n_gram", "integer", "4", "Largest n-gram order, uniformly weighted (BLEU-4)"),
     ])
 }
 

@@ -5,6 +5,7 @@
 
 pub(crate) mod meta;
 mod models;
+mod regularize;
 mod update;
 
 use meta::{ListConfig, RepeatConfig, SometimesConfig};
@@ -30,10 +31,12 @@ use crate::plugins::Registry;
 use crate::schedule::{InForce, ModeFilter, Scheduled};
 
 /// The ops fe-host provides itself: they use the host's models, or other ops.
-pub const BUILTIN_OPS: [&str; 8] = [
+pub const BUILTIN_OPS: [&str; 10] = [
     "ModelOp",
     "UpdateOp",
     "GradientOp",
+    "L2Regularization",
+    "L2Regularizaton",
     "Delete",
     "Sometimes",
     "OneOf",
@@ -229,6 +232,7 @@ impl Builder<'_> {
                 ))
             }
             "UpdateOp" => self.update_op(spec, keys),
+            name if crate::network::regularize::NAMES.contains(&name) => self.l2_op(spec, keys),
             "GradientOp" => {
                 let config: GradientOpConfig = host_config(manifest, spec)?;
                 crate::schedule::validate_key(&config.finals)
