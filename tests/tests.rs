@@ -16,6 +16,7 @@ mod cluster_envs;
 mod console;
 mod devices;
 mod dist;
+mod dist_checks;
 mod dist_faults;
 mod dist_refusals;
 mod dist_uneven;
