@@ -199,3 +199,35 @@ fn a_signal_rides_the_next_gradient_all_reduce_when_no_trace_can_stop() {
     let metric = "\n[[traces]]\ntrace = \"SignalRankMetric\"\ninputs = \"y\"\noutputs = \"signalled\"\nmode = \"train\"\n";
     preempted_rank_stops_every_rank_after("dp-carried-signal", metric, "1:7", 8);
 }
+
+/// Rank 1 fails by itself (a trace's error after step 4): rank 1 says the failure is its own,
+/// and rank 0, which rank 1 left waiting in a collective, names rank 1 and its error rather
+/// than reporting a lost peer.
+#[test]
+fn a_local_failure_on_rank_1_is_reported_by_rank_1_as_its_own() {
+    let dir = TempDir::new("dp-local-failure");
+    let fail = "\n[[traces]]\ntrace = \"FailOnRank\"\nrank = 1\nstep = 4\n";
+    let path = dir.write("m.toml", &manifest(SGD, 32, 1, fail));
+    let runs = wait_all(spawn_ranks(&dir, 2, &["run", &path.to_string_lossy()], &[]));
+    let errors = |rank: usize| -> Vec<String> {
+        let run = &runs[rank];
+        assert_eq!(run.code, 1, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
+        let lines = run.stderr.lines().filter(|l| l.starts_with("error: "));
+        lines.map(str::to_owned).collect()
+    };
+    let failure = "fe-faulty::FailOnRank failed in on_batch_end (train epoch 1, step 4, batch 4): deliberate failure on this rank only";
+    assert_eq!(
+        errors(1),
+        [format!("error: rank 1 of 2 failed: {failure}")],
+        "{}",
+        runs[1].stderr
+    );
+    assert_eq!(
+        errors(0),
+        [format!(
+            "error: rank 0 of 2: stopped because rank 1 failed ({failure})"
+        )],
+        "{}",
+        runs[0].stderr
+    );
+}

@@ -17,6 +17,7 @@ mod cluster_envs;
 mod console;
 mod devices;
 mod dist;
+mod dist_checks;
 mod dist_faults;
 mod dist_refusals;
 mod dist_uneven;

@@ -283,4 +283,32 @@ char *fe_dist_census(void *handle, int64_t wait_ms, char **missing) {
     })
 }
 
+// A rank that failed by itself leaves its error on the store (`fe_failed/<rank>`) before it
+// leaves the group, so that the ranks its departure stops can say why they stopped.
+char *fe_dist_post_failure(void *handle, const char *message) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        std::string text(message);
+        auto key = "fe_failed/" + std::to_string(group.gloo->getRank());
+        group.store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
+    })
+}
+
+// The error rank `rank` left on the store (`*message`, malloc'd), or NULL when it left none.
+char *fe_dist_posted_failure(void *handle, int rank, char **message) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        auto key = "fe_failed/" + std::to_string(rank);
+        *message = nullptr;
+        if (group.store->check({key})) {
+            auto bytes = group.store->get(key);
+            *message = static_cast<char *>(std::malloc(bytes.size() + 1));
+            if (*message != nullptr) {
+                std::memcpy(*message, bytes.data(), bytes.size());
+                (*message)[bytes.size()] = '\0';
+            }
+        }
+    })
+}
+
 }  // extern "C"

@@ -110,6 +110,17 @@ pub enum Error {
         /// The signal that killed it, if one did.
         signal: Option<i32>,
     },
+    /// A rank of a data-parallel run failed by itself, not because another rank left it: it
+    /// says so, and the other ranks, which it left, name it (see `SharedGroup::post_failure`).
+    #[error("rank {rank} of {world} failed: {error}")]
+    OnRank {
+        /// This rank.
+        rank: usize,
+        /// How many ranks train together.
+        world: usize,
+        /// What failed.
+        error: Box<Error>,
+    },
     /// A bug in fe-host.
     #[error("internal error: {0} (this is a bug in fe-host; please report it)")]
     Internal(String),
@@ -134,6 +145,7 @@ impl Error {
                 _ => 128 + libc::SIGINT,
             },
             Error::RankFailed { code, .. } => (*code).clamp(1, 255),
+            Error::OnRank { error, .. } => error.exit_code(),
             Error::Internal(_) => 70,
         }
     }

@@ -100,15 +100,19 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
     if let Some(path) = &source {
         crate::system::weights::load(&mut estimator.network, path)?;
     }
+    let mut held = None;
     if let Some(membership) = &membership {
         // Each rank evaluates its share of every dataset; the traces reduce across ranks as
         // they do in a run's evaluation, so every rank ends with the numbers of the whole.
         (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
         (estimator.pipeline).share_cores(membership.local_world, &manifest);
         let group = super::run::join_group(membership, &manifest, device)?;
+        held = Some(group.clone());
         estimator.join(group, &manifest)?;
     }
-    let results = estimator.evaluate(mode, epoch)?;
+    let results = estimator
+        .evaluate(mode, epoch)
+        .map_err(|error| super::run::own_failure(held.as_ref(), error))?;
     if !speaks {
         return Ok(());
     }

@@ -123,12 +123,15 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     if let (None, Some(path)) = (&resume_from, &args.load_weights) {
         crate::system::weights::load(&mut estimator.network, path)?;
     }
+    // This rank's share of the process group, to tell the others should it fail by itself.
+    let mut held = None;
     if let Some(membership) = &membership {
         // Before the rendezvous: a rank refusing the batch after it would leave the others
         // waiting on a store that is gone.
         (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
         (estimator.pipeline).share_cores(membership.local_world, &manifest);
         let group = join_group(membership, &manifest, device)?;
+        held = Some(group.clone());
         crate::estimator::same_checkpoint_on_every_rank(&group, resume_from.as_deref())?;
         estimator.join(group, &manifest)?;
     }
@@ -181,7 +184,9 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         }
     }
     crate::stop::install();
-    let mut outcome = estimator.fit();
+    let mut outcome = estimator
+        .fit()
+        .map_err(|error| own_failure(held.as_ref(), error));
     if let Some(version) = &version {
         let ended = match &outcome {
             Ok(()) => "completed",
@@ -247,6 +252,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
                 "world": group.world(),
                 "gradient_averages": group.gradient_averages(),
                 "gradient_waits": group.gradient_waits(),
+                "checked_collectives": group.checked_collectives(),
             })
         });
         let json = crate::system::summary_json(&estimator.system, data_parallel)
@@ -351,6 +357,30 @@ pub(super) fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist
     Ok(Some(membership))
 }
 
+/// A data-parallel rank's failure, said as its own and left for the other ranks to name, when
+/// it is its own: a failure of the ranks together (a lost rank, a collective mismatch) and a
+/// stop pass as they are.
+pub(super) fn own_failure(group: Option<&crate::dist::SharedGroup>, error: Error) -> Error {
+    let Some(group) = group else {
+        return error;
+    };
+    match error {
+        Error::Stopped { .. }
+        | Error::SmokeStopped { .. }
+        | Error::RankFailed { .. }
+        | Error::OnRank { .. } => error,
+        _ if crate::dist::is_collective_failure(&error.to_string()) => error,
+        _ => {
+            group.post_failure(&error.to_string());
+            Error::OnRank {
+                rank: group.rank(),
+                world: group.world(),
+                error: Box::new(error),
+            }
+        }
+    }
+}
+
 /// Joins the process group of `membership`, waiting at most `run.process_group_timeout` for
 /// the other ranks (the same timeout bounds every collective of the run).
 pub(super) fn join_group(
@@ -366,5 +396,8 @@ pub(super) fn join_group(
         crate::dist::ProcessGroup::join(membership, manifest.run.process_group_timeout, cuda)
             .map_err(Error::Run)?;
     crate::dist::role::set(membership.rank, membership.world);
-    Ok(crate::dist::SharedGroup::new(group))
+    let mut group = crate::dist::SharedGroup::new(group);
+    let check = manifest.run.check_collectives || crate::dist::check::asked_in_env();
+    group.agree_on_check(check).map_err(Error::Run)?;
+    Ok(group)
 }

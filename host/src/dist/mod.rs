@@ -3,10 +3,12 @@
 //! libtorch's own (csrc/dist.cpp); this module only makes it safe: every C++ exception (a lost
 //! peer, a timeout) comes back as an error naming this rank and the collective.
 
+pub mod check;
 pub mod cluster;
 pub mod env;
 pub mod overlap;
 pub mod role;
+mod states;
 pub mod sync;
 pub mod waits;
 mod watchdog;
@@ -18,9 +20,9 @@ use tch::Tensor;
 use torch_sys::C_tensor;
 
 /// Whether `message` is a failed collective's (`rank 1 of 2: all-gather failed: rank 0 ...
-/// lost`): the run ends because a rank is gone, whatever the caller was doing, so callers
-/// pass it on as it is instead of blaming their own work ("cannot save the state of
-/// Accuracy") for it.
+/// lost`, `rank 0 of 2: stopped because rank 1 failed (...)`, a check mode mismatch): the run
+/// ends because of the ranks together, whatever the caller was doing, so callers pass it on
+/// as it is instead of blaming their own work ("cannot save the state of Accuracy") for it.
 pub fn is_collective_failure(message: &str) -> bool {
     let Some((member, rest)) = message.split_once(": ") else {
         return false;
@@ -32,9 +34,11 @@ pub fn is_collective_failure(message: &str) -> bool {
             rank.parse::<usize>().is_ok() && world.parse::<usize>().is_ok()
         });
     of_group
-        && rest
-            .split_once(": ")
-            .is_some_and(|(what, _)| what.ends_with(" failed"))
+        && (rest.starts_with("stopped because rank ")
+            || rest.starts_with("collective mismatch")
+            || rest
+                .split_once(": ")
+                .is_some_and(|(what, _)| what.ends_with(" failed")))
 }
 
 pub use env::{membership, Cluster, GlooDevice, Membership};
@@ -76,6 +80,12 @@ extern "C" {
     ) -> *mut c_char;
     fn fe_dist_barrier(group: *mut c_void, monitored: bool) -> *mut c_char;
     fn fe_dist_census(group: *mut c_void, wait_ms: i64, missing: *mut *mut c_char) -> *mut c_char;
+    fn fe_dist_post_failure(group: *mut c_void, message: *const c_char) -> *mut c_char;
+    fn fe_dist_posted_failure(
+        group: *mut c_void,
+        rank: c_int,
+        message: *mut *mut c_char,
+    ) -> *mut c_char;
 }
 
 /// How long a rank whose collective failed waits for the others to answer the roll call that
@@ -258,7 +268,19 @@ impl ProcessGroup {
     fn context(&self, what: &str) -> impl Fn(String) -> String + '_ {
         let what = what.to_owned();
         move |message| {
-            let lost = match self.census() {
+            let census = self.census();
+            // A rank that failed by itself said why before it left: that is the cause.
+            let posted = census
+                .as_ref()
+                .ok()
+                .and_then(|lost| self.posted_failure(lost));
+            if let Some((rank, error)) = posted {
+                return format!(
+                    "rank {} of {}: stopped because rank {rank} failed ({error})",
+                    self.rank, self.world
+                );
+            }
+            let lost = match census {
                 Ok(lost) if lost.is_empty() => String::new(),
                 // A peer that stopped answering (hung, stopped) shows as a collective that timed
                 // out: the wait was the whole process_group_timeout, which is what to say.
@@ -306,6 +328,40 @@ impl ProcessGroup {
         // SAFETY: as above.
         unsafe { libc::free(missing.cast()) };
         Ok(list.split(',').filter_map(|r| r.parse().ok()).collect())
+    }
+
+    /// Leaves `message`, this rank's own failure, where the other ranks look when their
+    /// collectives fail (see [`ProcessGroup::posted_failure`]). Best effort: a store that is
+    /// gone has no reader left either.
+    pub fn post_failure(&self, message: &str) {
+        let Ok(message) = CString::new(message.replace('\0', " ")) else {
+            return;
+        };
+        // SAFETY: `message` outlives the call; the shim catches every exception.
+        let _ = crate::shim::check(unsafe { fe_dist_post_failure(self.handle, message.as_ptr()) });
+    }
+
+    /// The first rank that left its own failure on the store, `lost` ranks first, with it.
+    fn posted_failure(&self, lost: &[usize]) -> Option<(usize, String)> {
+        let others = (0..self.world).filter(|r| *r != self.rank && !lost.contains(r));
+        lost.iter().copied().chain(others).find_map(|rank| {
+            let mut message: *mut c_char = std::ptr::null_mut();
+            // SAFETY: the shim writes a malloc'd string to `message` only when one was posted.
+            crate::shim::check(unsafe {
+                fe_dist_posted_failure(self.handle, rank as c_int, &mut message)
+            })
+            .ok()?;
+            if message.is_null() {
+                return None;
+            }
+            // SAFETY: NUL-terminated, malloc'd by the shim, freed exactly once here.
+            let text = unsafe { std::ffi::CStr::from_ptr(message) }
+                .to_string_lossy()
+                .into_owned();
+            // SAFETY: as above.
+            unsafe { libc::free(message.cast()) };
+            Some((rank, text))
+        })
     }
 
     /// Combines `tensors` across ranks in place (in flat buckets of one dtype).

@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::time::{Duration, Instant};
 
-use tch::Tensor;
+use tch::{Kind, Tensor};
 use torch_sys::C_tensor;
 
 use super::{pointers, ProcessGroup};
@@ -47,6 +47,9 @@ pub struct Overlap {
     handle: *mut c_void,
     params: usize,
     buckets: usize,
+    /// The parameters' dtype and shapes, for check mode's fingerprints.
+    kind: Option<Kind>,
+    sizes: Vec<Vec<i64>>,
 }
 
 // SAFETY: the C++ state is only touched from the thread that holds the group's lock (arm,
@@ -83,7 +86,14 @@ impl Overlap {
             handle,
             params: params.len(),
             buckets: buckets as usize,
+            kind: params.first().map(Tensor::kind),
+            sizes: params.iter().map(Tensor::size).collect(),
         })
+    }
+
+    /// The hooked parameters' dtype and shapes.
+    pub(super) fn sizes(&self) -> (Option<Kind>, &[Vec<i64>]) {
+        (self.kind, &self.sizes)
     }
 
     /// How many buckets the parameters make.

@@ -3,12 +3,15 @@
 //! points of the run in the same order — that is what keeps the ranks in step — so each method
 //! here is called on every rank or on none.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fe_plugin_api::State;
 use tch::{Kind, Tensor};
 
+use super::check::{self, Collective, Fingerprint};
+use super::states::{decode_state, encode_state};
 use super::waits::{WaitSummary, WaitTimes};
 use super::{Overlap, ProcessGroup, ReduceOp};
 use crate::stop::Signal;
@@ -61,6 +64,16 @@ pub struct SharedGroup {
     /// The weight of this rank's gradients in the current step's average, as `f64` bits (see
     /// [`SharedGroup::set_contribution`]).
     contribution: Arc<AtomicU64>,
+    /// Check mode: every collective is preceded by a comparison of fingerprints (see
+    /// [`check`]).
+    check: bool,
+    /// The training step the run is at, for fingerprints and the skip hook.
+    step: Arc<AtomicU64>,
+    /// How many checked collectives this rank has issued.
+    sequence: Arc<AtomicU64>,
+    /// The test hook's step (see [`check::skip_from_env`]), until it skipped one.
+    skip: Option<u64>,
+    skipped: Arc<AtomicBool>,
 }
 
 impl SharedGroup {
@@ -74,7 +87,81 @@ impl SharedGroup {
             carried: Arc::new(AtomicU8::new(NOTHING_CARRIED)),
             averages: Arc::default(),
             contribution: Arc::new(AtomicU64::new(1f64.to_bits())),
+            check: false,
+            step: Arc::default(),
+            sequence: Arc::default(),
+            skip: check::skip_from_env(rank),
+            skipped: Arc::default(),
         }
+    }
+
+    /// Turns check mode on when any rank asks for it (`asked`): a rank checking alone would
+    /// send fingerprints where the others send data. Called once, before the group is shared.
+    pub fn agree_on_check(&mut self, asked: bool) -> Result<(), String> {
+        let flag = Tensor::from_slice(&[f64::from(u8::from(asked))]);
+        self.lock()
+            .all_reduce(std::slice::from_ref(&flag), ReduceOp::Max)?;
+        let agreed = Vec::<f64>::try_from(&flag).map_err(crate::tch_message)?;
+        self.check = agreed.first().is_some_and(|&any| any > 0.0);
+        Ok(())
+    }
+
+    /// Tells the other ranks, should this rank leave them, that it failed by itself with
+    /// `message` (see [`ProcessGroup::post_failure`]).
+    pub fn post_failure(&self, message: &str) {
+        self.lock().post_failure(message);
+    }
+
+    /// How many collectives check mode compared on every rank (`None`: it is off).
+    pub fn checked_collectives(&self) -> Option<u64> {
+        self.check.then(|| self.sequence.load(Ordering::Relaxed))
+    }
+
+    /// Records the training step the run is at (every rank at the same points), which check
+    /// mode's fingerprints carry.
+    pub fn at_step(&self, step: u64) {
+        self.step.store(step, Ordering::Relaxed);
+    }
+
+    /// What every collective goes through first. In check mode the ranks all-gather
+    /// `fingerprint()` and fail together if any differs; `Ok(false)`: the test hook skips this
+    /// collective on this rank (only those `skippable`).
+    fn before(
+        &self,
+        group: &mut ProcessGroup,
+        skippable: bool,
+        fingerprint: impl FnOnce() -> Fingerprint,
+    ) -> Result<bool, String> {
+        let step = self.step.load(Ordering::Relaxed);
+        if skippable
+            && self.skip.is_some_and(|at| step >= at)
+            && !self.skipped.swap(true, Ordering::Relaxed)
+        {
+            return Ok(false);
+        }
+        if !self.check {
+            return Ok(true);
+        }
+        let mut fingerprint = fingerprint();
+        fingerprint.step = step;
+        fingerprint.sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
+        let gathered = group
+            .all_gather(&Tensor::from_slice(&fingerprint.encode()))?
+            .f_flatten(0, -1)
+            .map_err(crate::tch_message)?;
+        let bytes = Vec::<u8>::try_from(&gathered).map_err(crate::tch_message)?;
+        let prints = bytes
+            .chunks(check::SIZE)
+            .map(Fingerprint::decode)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                format!(
+                    "rank {} of {}: collective mismatch: a rank sent something other than a fingerprint (does every rank run check mode?)",
+                    self.rank, self.world
+                )
+            })?;
+        check::compare(self.rank, self.world, &prints)?;
+        Ok(true)
     }
 
     /// This process's rank.
@@ -130,6 +217,7 @@ impl SharedGroup {
     /// round trip of their own (on 2 busy cores each collective costs about a millisecond of
     /// waiting, as much as the transfer). The agreed signal waits for
     /// [`SharedGroup::take_carried_signal`].
+    #[track_caller]
     pub fn average_gradients(
         &self,
         params: &[Tensor],
@@ -160,7 +248,11 @@ impl SharedGroup {
             .map_err(crate::tch_message)?;
         grads.push(flags);
         {
+            let site = Location::caller();
             let mut group = self.lock();
+            self.before(&mut group, false, || {
+                Fingerprint::new(Collective::GradientAverage, &grads, true, site)
+            })?;
             let started = std::time::Instant::now();
             group.all_reduce(&grads, ReduceOp::Sum)?;
             self.waited(started.elapsed());
@@ -205,12 +297,24 @@ impl SharedGroup {
     /// its gradients are averaged over the ranks, bucket by bucket as they come, and returns
     /// the averages (one per parameter; zeros for any `backward` did not reach, as in
     /// [`SharedGroup::average_gradients`]). The last bucket carries the signals, as there.
+    #[track_caller]
     pub fn average_during_backward<T>(
         &self,
         overlap: &mut Overlap,
         backward: impl FnOnce() -> Result<T, String>,
     ) -> Result<Vec<Tensor>, String> {
+        let site = Location::caller();
         let mut group = self.lock();
+        // Checked before backward starts: its buckets go out while it runs.
+        self.before(&mut group, false, || {
+            let (kind, sizes) = overlap.sizes();
+            Fingerprint::of_sizes(
+                Collective::OverlappedGradientAverage,
+                kind,
+                Some(sizes),
+                site,
+            )
+        })?;
         let (grads, sums, waited) = overlap.around(&mut group, backward, proposals(false))?;
         self.waited(waited);
         self.carry(sums);
@@ -264,38 +368,69 @@ impl SharedGroup {
     }
 
     /// Whether `flag` holds on any rank.
+    #[track_caller]
     pub fn any(&self, flag: bool) -> Result<bool, String> {
         Ok(self.max(&[f64::from(u8::from(flag))])?[0] > 0.0)
     }
 
     /// The elementwise maximum of `values` over the ranks.
+    #[track_caller]
     pub fn max(&self, values: &[f64]) -> Result<Vec<f64>, String> {
         self.reduce(values, ReduceOp::Max)
     }
 
     /// The elementwise sum of `values` over the ranks.
+    #[track_caller]
     pub fn sum(&self, values: &[f64]) -> Result<Vec<f64>, String> {
         self.reduce(values, ReduceOp::Sum)
     }
 
+    #[track_caller]
     fn reduce(&self, values: &[f64], op: ReduceOp) -> Result<Vec<f64>, String> {
         if values.is_empty() {
             return Ok(Vec::new());
         }
+        let site = Location::caller();
         let tensor = Tensor::from_slice(values);
-        self.lock().all_reduce(std::slice::from_ref(&tensor), op)?;
+        let tensors = std::slice::from_ref(&tensor);
+        let mut group = self.lock();
+        let collective = match op {
+            ReduceOp::Sum => Collective::Sum,
+            ReduceOp::Max => Collective::Max,
+        };
+        if self.before(&mut group, true, || {
+            Fingerprint::new(collective, tensors, true, site)
+        })? {
+            group.all_reduce(tensors, op)?;
+        }
         Vec::<f64>::try_from(&tensor).map_err(crate::tch_message)
     }
 
     /// Overwrites `tensors` on every rank with rank 0's values.
+    #[track_caller]
     pub fn broadcast_from_rank_zero(&self, tensors: &[Tensor]) -> Result<(), String> {
+        let site = Location::caller();
         let _guard = tch::no_grad_guard();
-        self.lock().broadcast(tensors, 0)
+        let mut group = self.lock();
+        if !self.before(&mut group, true, || {
+            Fingerprint::new(Collective::Broadcast, tensors, true, site)
+        })? {
+            return Ok(());
+        }
+        group.broadcast(tensors, 0)
     }
 
     /// Every rank's `bytes`, in rank order (lengths may differ).
+    #[track_caller]
     pub fn all_gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+        let site = Location::caller();
         let mut group = self.lock();
+        // The lengths may differ between ranks: only the dtype is compared.
+        if !self.before(&mut group, true, || {
+            Fingerprint::of_sizes(Collective::AllGather, Some(Kind::Uint8), None, site)
+        })? {
+            return Ok(vec![bytes.to_vec(); self.world]);
+        }
         let length = Tensor::from_slice(&[bytes.len() as i64]);
         let lengths = Vec::<i64>::try_from(
             &group
@@ -324,14 +459,23 @@ impl SharedGroup {
     }
 
     /// Every rank's `state`, in rank order.
+    #[track_caller]
     pub fn all_gather_states(&self, state: &State) -> Result<Vec<State>, String> {
         let gathered = self.all_gather_bytes(&encode_state(state)?)?;
         gathered.iter().map(|bytes| decode_state(bytes)).collect()
     }
 
     /// Waits for every rank; rank 0 names any that does not arrive in time.
+    #[track_caller]
     pub fn barrier(&self) -> Result<(), String> {
-        self.lock().barrier(true)
+        let site = Location::caller();
+        let mut group = self.lock();
+        if !self.before(&mut group, true, || {
+            Fingerprint::of_sizes(Collective::Barrier, None, Some(&[]), site)
+        })? {
+            return Ok(());
+        }
+        group.barrier(true)
     }
 }
 
@@ -352,61 +496,5 @@ fn encode_signal(signal: Option<Signal>) -> u8 {
         None => 1,
         Some(Signal::Interrupt) => 2,
         Some(Signal::Terminate) => 3,
-    }
-}
-
-/// A component state as bytes: the JSON's length (8 bytes, little-endian), the JSON, then its
-/// tensors as safetensors.
-pub fn encode_state(state: &State) -> Result<Vec<u8>, String> {
-    let json = state.json_text().as_bytes();
-    let tensors: Vec<(String, Tensor)> = state
-        .tensors()
-        .iter()
-        .map(|(name, tensor)| Ok((name.clone(), tensor.f_to_device(tch::Device::Cpu)?)))
-        .collect::<Result<_, tch::TchError>>()
-        .map_err(crate::tch_message)?;
-    let mut out = (json.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(json);
-    if !tensors.is_empty() {
-        out.extend(crate::system::tensors::serialize(&tensors)?);
-    }
-    Ok(out)
-}
-
-/// The inverse of [`encode_state`].
-pub fn decode_state(bytes: &[u8]) -> Result<State, String> {
-    let malformed = || "a gathered component state is malformed".to_owned();
-    let (length, rest) = bytes.split_at_checked(8).ok_or_else(malformed)?;
-    let length = u64::from_le_bytes(length.try_into().map_err(|_| malformed())?) as usize;
-    let (json, tensors) = rest.split_at_checked(length).ok_or_else(malformed)?;
-    let json = String::from_utf8(json.to_vec()).map_err(|_| malformed())?;
-    let tensors = if tensors.is_empty() {
-        Vec::new()
-    } else {
-        crate::system::tensors::deserialize(tensors)?
-    };
-    Ok(State::from_parts(json, tensors))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_state_survives_encoding() {
-        let state = State::from_parts(
-            r#"{"correct":3}"#.to_owned(),
-            vec![(
-                "matrix".to_owned(),
-                Tensor::from_slice(&[1i64, 2, 3, 4]).reshape([2, 2]),
-            )],
-        );
-        let back = decode_state(&encode_state(&state).unwrap()).unwrap();
-        assert_eq!(back.json_text(), r#"{"correct":3}"#);
-        assert_eq!(back.tensors()[0].0, "matrix");
-        assert_eq!(back.tensors()[0].1, state.tensors()[0].1);
-        let empty = decode_state(&encode_state(&State::empty()).unwrap()).unwrap();
-        assert!(empty.is_empty());
-        assert!(decode_state(&[1, 2]).is_err());
     }
 }

@@ -394,7 +394,16 @@ fn failed_collectives_are_told_from_other_errors_by_their_message() {
     assert!(super::is_collective_failure(
         "rank 0 of 4: all-reduce failed: ranks 2 and 3 lost (no answer within 5.0 s of the failure); x"
     ));
+    // A rank that left its own failure, and check mode's mismatch: the ranks together.
+    assert!(super::is_collective_failure(
+        "rank 0 of 2: stopped because rank 1 failed (x failed in forward: y)"
+    ));
+    assert!(super::is_collective_failure(
+        "rank 1 of 2: collective mismatch at step 5: rank 0 at a.rs:1 (...) but rank 1 at b.rs:2 (...)"
+    ));
     for other in [
+        // The failing rank's own line is its own failure, not the group's.
+        "rank 1 of 2 failed: x failed in forward: y",
         "Accuracy: rank 1 of 2 is not a number",
         "rank 1 of 2: nothing failed here",
         "rank one of 2: all-gather failed: x",

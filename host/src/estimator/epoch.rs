@@ -134,6 +134,9 @@ impl Estimator {
                 batches_done += 1;
                 if mode == Mode::Train {
                     self.system.global_step += 1;
+                    if let Some(group) = &self.network.group {
+                        group.at_step(self.system.global_step);
+                    }
                 }
                 self.system.batch_idx += 1;
                 let step = StepContext {

@@ -114,6 +114,8 @@ pub struct RunConfig {
     pub eval_loss: schema::EvalLoss,
     /// How long a data-parallel rank waits for the others.
     pub process_group_timeout: std::time::Duration,
+    /// Whether the ranks compare every collective before issuing it.
+    pub check_collectives: bool,
     /// Whether the run continues from its newest checkpoint by itself.
     pub resume: schema::Resume,
 }

@@ -115,6 +115,11 @@ pub struct RawRun {
     /// before giving up, naming what it waited for; torch.distributed's 1800 when absent.
     #[serde(default)]
     pub process_group_timeout: Option<u64>,
+    /// Data parallel: before every collective the ranks compare what it is and where in the
+    /// code it was issued, and all fail at the first difference, naming both call sites
+    /// (also turned on by `FE_CHECK_COLLECTIVES=1`).
+    #[serde(default)]
+    pub check_collectives: bool,
     /// `never` (default): start fresh unless `--resume` says otherwise; `auto`: continue from
     /// the newest checkpoint that verifies when there is one (what a job restarted by
     /// `torchrun --max-restarts` or a scheduler needs), else start fresh.
@@ -165,6 +170,7 @@ impl Default for RawRun {
             log_dir: None,
             eval_loss: EvalLoss::PerSample,
             process_group_timeout: None,
+            check_collectives: false,
             resume: Resume::Never,
         }
     }

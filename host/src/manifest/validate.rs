@@ -176,6 +176,7 @@ pub(super) fn validate(
                 .map(|d| super::normalized(&dir.join(d))),
             eval_loss: raw.run.eval_loss,
             process_group_timeout: process_group_timeout(raw.run.process_group_timeout, problems),
+            check_collectives: raw.run.check_collectives,
             resume: raw.run.resume,
         },
         plugins,
