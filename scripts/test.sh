@@ -11,6 +11,9 @@ bash scripts/env.sh
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "albumentations==2.0.8" "opencv-python-headless==5.0.0.93"
 # Test-only: tests/metrics.rs compares ROCAUC with scikit-learn's roc_auc_score.
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "scikit-learn==1.7.2"
+# Test-only: tests/tokenize.rs compares Tokenize with the Python tokenizers package (the version
+# of the Rust crate fe-text-ops encodes with).
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "tokenizers==0.22.2"
 # Test-only: tests/torchvision.rs and the torchscript bench script torchvision's resnet18. The
 # build matching torch 2.11, without its dependencies so that .venv's torch stays; pillow is
 # what torchvision imports at start-up.

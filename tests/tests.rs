@@ -46,6 +46,7 @@ mod scaffold;
 mod scheduling;
 mod slicing;
 mod stopping;
+mod tokenize;
 mod torchscript;
 mod torchscript_checks;
 mod torchvision;
