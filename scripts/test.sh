@@ -14,6 +14,9 @@ bash scripts/env.sh
 # Test-only: tests/bleu.rs compares BleuScore with NLTK's corpus_bleu (FastEstimator's reference);
 # tests/super_loss.rs uses scipy's lambertw (scipy comes with scikit-learn).
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "nltk==3.10.4"
+# Test-only: tests/tokenize.rs compares Tokenize with the Python tokenizers package (the version
+# of the Rust crate fe-text-ops encodes with).
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "tokenizers==0.22.2"
 # Test-only: tests/torchvision.rs and the torchscript bench script torchvision's resnet18. The
 # build matching torch 2.11, without its dependencies so that .venv's torch stays; pillow is
 # what torchvision imports at start-up.

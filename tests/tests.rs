@@ -50,6 +50,7 @@ mod scheduling;
 mod slicing;
 mod stopping;
 mod super_loss;
+mod tokenize;
 mod torchscript;
 mod torchscript_checks;
 mod torchvision;

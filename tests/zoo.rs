@@ -287,6 +287,44 @@ fn transformer_learns_and_matches_pytorch() {
     });
 }
 
+/// Sentences tokenized in the pipeline by `Tokenize` with the tokenizer `datagen text`
+/// trained: the same model learns from text as from ready-made ids.
+#[test]
+fn text_example_learns_from_tokenized_sentences() {
+    learns_and_matches_pytorch(&Case {
+        example: "text",
+        data: "text",
+        samples: (1536, 256),
+        edits: &[],
+        model: "transformer",
+        architecture: "TransformerClassifier",
+        reference_config: r#"{"vocab": 200, "classes": 4, "d_model": 32, "heads": 4, "layers": 2, "ff": 64, "max_len": 32, "dropout": 0.1}"#,
+        keys: ("x", "y_pred"),
+        metric: ("accuracy", 0.6),
+    });
+}
+
+#[test]
+fn datagen_text_is_deterministic() {
+    let dir = TempDir::new("zoo-datagen-text");
+    for copy in ["a", "b"] {
+        let out: Run = fe_host()
+            .current_dir(dir.path())
+            .args(["datagen", "text", "--out", copy])
+            .args(["--train", "300", "--eval", "20", "--test", "0"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    for file in ["train.csv", "eval.csv", "tokenizer.json", "MANIFEST"] {
+        let a = std::fs::read(dir.path().join("a").join(file)).unwrap();
+        let b = std::fs::read(dir.path().join("b").join(file)).unwrap();
+        assert!(a == b, "{file} differs between two runs with one seed");
+    }
+    assert!(!dir.path().join("a/test.csv").exists());
+}
+
 #[test]
 fn lstm_learns_and_matches_pytorch() {
     learns_and_matches_pytorch(&Case {

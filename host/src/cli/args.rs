@@ -431,6 +431,9 @@ pub enum DatagenCommand {
         #[arg(long, default_value_t = 4)]
         classes: usize,
     },
+    /// Sentences on four topics (`<split>.csv`: text, label) and a word-level tokenizer.json
+    /// trained on them.
+    Text(GeneratedSplits),
 }
 
 /// Where a generated dataset goes, its split sizes and seed.

@@ -121,6 +121,11 @@ pub fn run(cli: Cli) -> Result<()> {
             splits.report("token sequences");
             Ok(())
         }
+        Command::Datagen(DatagenCommand::Text(splits)) => {
+            crate::datagen::text::write(&splits.out, splits.spec())?;
+            splits.report("sentences (and tokenizer.json)");
+            Ok(())
+        }
         Command::Checkpoint(command) => checkpoint::run(command),
         Command::Logs(args) => logs::run(args),
         Command::Devices => {

@@ -4,11 +4,12 @@ pub mod cifar;
 pub mod digits;
 pub mod masks;
 pub mod splits;
+pub mod text;
 pub mod tokens;
 
 /// The datasets `fe-host datagen` generates, by the directory name the examples read them
 /// from (`data/digits`, ...).
-pub const GENERATED: [&str; 4] = ["digits", "cifar", "masks", "tokens"];
+pub const GENERATED: [&str; 5] = ["digits", "cifar", "masks", "tokens", "text"];
 
 /// For a missing data file in a directory named like a generated dataset that holds no
 /// complete one (no `MANIFEST`): the command that generates it there.
