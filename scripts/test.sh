@@ -11,6 +11,8 @@ bash scripts/env.sh
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "albumentations==2.0.8" "opencv-python-headless==5.0.0.93"
 # Test-only: tests/metrics.rs compares ROCAUC with scikit-learn's roc_auc_score.
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "scikit-learn==1.7.2"
+# Test-only: tests/parquet.rs writes its Parquet and Arrow IPC tables with pyarrow.
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "pyarrow==26.0.1"
 # Test-only: tests/torchvision.rs and the torchscript bench script torchvision's resnet18. The
 # build matching torch 2.11, without its dependencies so that .venv's torch stays; pillow is
 # what torchvision imports at start-up.
