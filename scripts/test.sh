@@ -17,6 +17,8 @@ bash scripts/env.sh
 # Test-only: tests/tokenize.rs compares Tokenize with the Python tokenizers package (the version
 # of the Rust crate fe-text-ops encodes with).
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "tokenizers==0.22.2"
+# Test-only: tests/parquet.rs writes its Parquet and Arrow IPC tables with pyarrow.
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "pyarrow==26.0.1"
 # Test-only: tests/torchvision.rs and the torchscript bench script torchvision's resnet18. The
 # build matching torch 2.11, without its dependencies so that .venv's torch stays; pillow is
 # what torchvision imports at start-up.

@@ -36,6 +36,7 @@ mod out_of_tree;
 mod outputs;
 mod overrides;
 mod overwrites;
+mod parquet;
 mod pipeline;
 mod plugin_kit;
 mod plugin_run_info;

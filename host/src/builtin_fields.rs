@@ -209,6 +209,20 @@ const WEBDATASET: &[Field] = &[
     ),
 ];
 
+const TABLE: &[Field] = &[
+    Field::required(
+        "path",
+        "path | [path]",
+        "A file, a directory (its .parquet / .arrow files, by name) or a glob in the file name (\"data/train-*.parquet\"); relative to the manifest",
+    ),
+    Field::optional(
+        "columns",
+        "[string] | { column = key }",
+        "every column",
+        "Columns to read: names (each its own key, in this order) or renamed to keys",
+    ),
+];
+
 const LR_SCHEDULER: &[Field] = &[
     Field::required("model", "string", "The model whose learning rate follows the schedule"),
     Field::required("lr", "{ schedule = ..., by = \"step\" | \"epoch\", ... }", "cosine_decay, step_decay, exponential or linear_warmup (see the README); the model's only learning-rate source"),
@@ -388,6 +402,7 @@ pub fn fields(kind: ComponentKind, name: &str) -> Option<&'static [Field]> {
         (Dataset, "npz") => NPZ,
         (Dataset, "image_folder") => IMAGE_FOLDER,
         (Dataset, "webdataset") => WEBDATASET,
+        (Dataset, "parquet" | "arrow") => TABLE,
         (Trace, "LRScheduler") => LR_SCHEDULER,
         (Trace, "ReduceLROnPlateau") => REDUCE_LR,
         (Trace, "EarlyStopping") => EARLY_STOPPING,

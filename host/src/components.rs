@@ -154,7 +154,16 @@ mod tests {
         };
         assert_eq!(
             names(ComponentKind::Dataset),
-            ["idx", "csv", "npy", "npz", "image_folder", "webdataset"]
+            [
+                "idx",
+                "csv",
+                "npy",
+                "npz",
+                "image_folder",
+                "webdataset",
+                "parquet",
+                "arrow"
+            ]
         );
         assert!(names(ComponentKind::NumpyOp).contains(&"Batch".to_owned()));
         assert!(names(ComponentKind::TensorOp).contains(&"UpdateOp".to_owned()));

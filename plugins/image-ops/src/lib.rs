@@ -63,7 +63,7 @@ pub use sized_crop::{
 use fe_plugin_api::{inventory, Field, Registration};
 
 inventory::submit! {
-    Registration::numpy_op::<ReadImage>("ReadImage", "Reads image files (PNG, JPEG, BMP) into uint8 (H, W, 3) RGB or (H, W, 1) gray")
+    Registration::numpy_op::<ReadImage>("ReadImage", "Reads image files (PNG, JPEG, BMP), or their bytes, into uint8 (H, W, 3) RGB or (H, W, 1) gray")
     .fields(&[
         Field::optional("parent_path", "string (path)", "\"\"", "Directory the paths are relative to, itself relative to the manifest"),
         Field::optional("color_flag", "\"color\" | \"gray\"", "\"color\"", "(H, W, 3) RGB or (H, W, 1) luma (\"grey\" also works)"),

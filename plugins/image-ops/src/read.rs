@@ -35,8 +35,9 @@ pub struct ReadImageConfig {
     pub color_flag: ColorFlag,
 }
 
-/// Reads each input path (a text tensor) into a uint8 image: `(H, W, 3)` RGB or
-/// `(H, W, 1)` gray. The format (PNG, JPEG, BMP) is recognised from the file's content.
+/// Reads each input path (a text tensor), or the encoded image itself (bytes that are no
+/// text), into a uint8 image: `(H, W, 3)` RGB or `(H, W, 1)` gray. The format (PNG, JPEG,
+/// BMP) is recognised from the content.
 pub struct ReadImage {
     keys: Vec<String>,
     parent_path: PathBuf,
@@ -66,8 +67,21 @@ impl NumpyOp for ReadImage {
         self.keys
             .iter()
             .zip(inputs)
-            .map(|(key, text)| {
-                let relative = tensor_text(text)
+            .map(|(key, value)| {
+                if let Some(bytes) = in_memory(value) {
+                    let fail = |reason: String| {
+                        Error::msg(format!(
+                            "input `{key}`: cannot decode the image bytes: {reason}"
+                        ))
+                    };
+                    let image = ImageReader::new(std::io::Cursor::new(bytes))
+                        .with_guessed_format()
+                        .map_err(|e| fail(e.to_string()))?
+                        .decode()
+                        .map_err(|e| fail(e.to_string()))?;
+                    return self.pixels_of(&image);
+                }
+                let relative = tensor_text(value)
                     .map_err(|e| Error::msg(format!("input `{key}`: {}", e.message())))?;
                 self.read(&self.parent_path.join(relative))
             })
@@ -77,7 +91,10 @@ impl NumpyOp for ReadImage {
 
 impl ReadImage {
     fn read(&self, path: &Path) -> Result<Tensor> {
-        let image = decode(path)?;
+        self.pixels_of(&decode(path)?)
+    }
+
+    fn pixels_of(&self, image: &DynamicImage) -> Result<Tensor> {
         let (width, height) = (i64::from(image.width()), i64::from(image.height()));
         match self.color_flag {
             ColorFlag::Color => pixels(image.to_rgb8().as_raw(), [height, width, 3]),
@@ -87,6 +104,17 @@ impl ReadImage {
             ColorFlag::Gray => luma(&pixels(image.to_rgb8().as_raw(), [height, width, 3])?),
         }
     }
+}
+
+/// The bytes of an encoded image handed over in memory (a Parquet binary column, a
+/// WebDataset `.png` member) rather than a path: a 1-D uint8 value that cannot be a path,
+/// being no UTF-8 or holding a NUL byte, as PNG, JPEG and BMP headers all do.
+fn in_memory(value: &Tensor) -> Option<Vec<u8>> {
+    if value.kind() != Kind::Uint8 || value.dim() != 1 {
+        return None;
+    }
+    let bytes = Vec::<u8>::try_from(value).ok()?;
+    (std::str::from_utf8(&bytes).is_err() || bytes.contains(&0)).then_some(bytes)
 }
 
 /// Opens and decodes `path`; every failure names the file and the reason.

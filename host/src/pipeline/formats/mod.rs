@@ -7,6 +7,7 @@
 //! | `npz` | [`npy::ArraySource`] via [`npz::open`] | the same, arrays from one archive |
 //! | `image_folder` | [`folder::FolderSource`] | a file path (text) and its class label |
 //! | `webdataset` | [`webdataset::WebDatasetSource`] | one sample's members of a tar shard |
+//! | `parquet`, `arrow` | [`table::TableSource`] | one row of a table, a key per column |
 //!
 //! Each reader keeps its byte parsing in pure functions (`parse_header`, `csv::parse`) that
 //! the fuzz targets in `fuzz/` call directly; file access lives in the `open` functions, whose
@@ -16,6 +17,7 @@ pub mod csv;
 pub mod folder;
 pub mod npy;
 pub mod npz;
+pub mod table;
 pub mod webdataset;
 
 #[cfg(test)]
@@ -31,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::Source;
 
 /// The dataset kinds read here, with a one-line description each (for the registry).
-pub const KINDS: [(&str, &str); 5] = [
+pub const KINDS: [(&str, &str); 7] = [
     (
         "csv",
         "A CSV file, one sample per row: integer and float columns become scalars, others text",
@@ -51,6 +53,14 @@ pub const KINDS: [(&str, &str); 5] = [
     (
         "webdataset",
         "WebDataset tar shards (local, http(s)://, pipe:), streamed; a key per member extension",
+    ),
+    (
+        "parquet",
+        "Parquet files (a file, directory or glob), one sample per row, read a row group at a time",
+    ),
+    (
+        "arrow",
+        "Arrow IPC files (file or stream format, Hugging Face datasets' cache), one sample per row",
     ),
 ];
 
@@ -90,6 +100,20 @@ pub fn open(
             .and_then(|c| Ok(shared(folder::FolderSource::open(&c, dir)?))),
         "webdataset" => parse::<webdataset::WebDatasetConfig>(config)
             .and_then(|c| Ok(shared(webdataset::WebDatasetSource::open(&c, dir)?))),
+        "parquet" => parse::<table::TableConfig>(config).and_then(|c| {
+            Ok(shared(table::TableSource::open(
+                &c,
+                dir,
+                table::Format::Parquet,
+            )?))
+        }),
+        "arrow" => parse::<table::TableConfig>(config).and_then(|c| {
+            Ok(shared(table::TableSource::open(
+                &c,
+                dir,
+                table::Format::Arrow,
+            )?))
+        }),
         _ => return None,
     };
     Some(opened)

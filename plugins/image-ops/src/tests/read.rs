@@ -125,6 +125,30 @@ fn paths_are_relative_to_parent_path_and_format_comes_from_content() {
 }
 
 #[test]
+fn encoded_bytes_decode_in_memory_as_a_parquet_column_or_webdataset_member_holds_them() {
+    let dir = TempDir::new("in-memory");
+    let op = op("ReadImage", "", &["x"]);
+    for name in ["rgb.png", "rgb.bmp"] {
+        let bytes = std::fs::read(write_rgb(&dir, name)).unwrap();
+        let image = op
+            .forward(&[&Tensor::from_slice(&bytes)])
+            .unwrap()
+            .remove(0);
+        assert_eq!(image.size(), [2, 3, 3], "{name}");
+        assert_eq!(ints(&image), RGB.map(i64::from), "{name}");
+    }
+    // Bytes that are no image (and no path) fail as a decoding, not as a missing file.
+    let err = op
+        .forward(&[&Tensor::from_slice(&[0x89u8, b'P', b'N', b'G', 0, 1])])
+        .unwrap_err();
+    assert!(
+        err.message
+            .contains("input `x`: cannot decode the image bytes"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_missing_file_is_an_error_naming_it() {
     let dir = TempDir::new("missing");
     let path = dir.path().join("nowhere.png");
