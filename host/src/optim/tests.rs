@@ -279,3 +279,29 @@ fn clip_fields_that_cannot_be_meant_are_named() {
         assert_eq!(err.0, field, "{fields:?}: {}", err.1);
     }
 }
+
+/// A gradient laid out otherwise than its parameter (channels-last, as a convolution on
+/// channels-last data returns it through `run_backward`) updates each weight by its own
+/// gradient: the fused kernel walks raw memory, so this took another weight's gradient before.
+#[test]
+fn fused_adam_pairs_each_weight_with_its_own_gradient_whatever_the_gradients_strides() {
+    let _lock = crate::shim::global_generator_lock();
+    tch::manual_seed(3);
+    let start = Tensor::randn([4, 3, 2, 2], (Kind::Float, Device::Cpu));
+    let grad = Tensor::randn([4, 3, 2, 2], (Kind::Float, Device::Cpu));
+    // The same values, stored channels-last (strides 12, 1, 6, 3).
+    let channels_last = grad
+        .permute([0, 2, 3, 1])
+        .contiguous()
+        .permute([0, 3, 1, 2]);
+    assert_ne!(channels_last.stride(), grad.stride());
+    assert!(channels_last.equal(&grad));
+    let updated = |gradient: &Tensor| {
+        let param = start.copy();
+        let mut adam = config("type = 'adam'\nlr = 0.1");
+        adam.step(std::slice::from_ref(&param), std::slice::from_ref(gradient))
+            .unwrap();
+        param
+    };
+    assert!(updated(&channels_last).equal(&updated(&grad)));
+}
