@@ -93,8 +93,7 @@ fn laid_out_like(grad: &Tensor, param: &Tensor) -> Result<Tensor, tch::TchError>
     if same_layout(grad, param) {
         return Ok(grad.shallow_clone());
     }
-    let out =
-        Tensor::f_empty_strided(&param.size(), &param.stride(), (grad.kind(), grad.device()))?;
+    let out = Tensor::f_empty_strided(param.size(), param.stride(), (grad.kind(), grad.device()))?;
     let mut target = out.shallow_clone();
     target.f_copy_(grad)?;
     Ok(out)
