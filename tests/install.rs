@@ -7,7 +7,7 @@ use crate::util::{
     ensure_plugins, fe_host, fixture_plugin, lenet_manifest, plugin_dir, root, Run, TempDir,
 };
 
-const SAMPLE_PLUGINS: [&str; 7] = [
+const SAMPLE_PLUGINS: [&str; 8] = [
     "libfe_image_ops.so",
     "libfe_losses.so",
     "libfe_metrics.so",
@@ -15,6 +15,7 @@ const SAMPLE_PLUGINS: [&str; 7] = [
     "libfe_numpy_ops.so",
     "libfe_slicers.so",
     "libfe_tensor_ops.so",
+    "libfe_text_ops.so",
 ];
 
 #[test]
