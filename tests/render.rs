@@ -6,7 +6,7 @@ use crate::util::{copy_example, fe_host, root, small_digits, Run, TempDir};
 
 /// Small copies of the generated data the zoo examples read, next to the digits.
 fn small_zoo_data(dir: &TempDir) {
-    for kind in ["cifar", "masks", "tokens"] {
+    for kind in ["cifar", "masks", "tokens", "text"] {
         let out: Run = fe_host()
             .current_dir(dir.path())
             .args(["datagen", kind, "--out", &format!("data/{kind}")])
