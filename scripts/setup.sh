@@ -23,8 +23,8 @@ rm -rf "$warm_up"
 
 # Every example's data (once, deterministically; a dataset is complete when its MANIFEST is
 # there): digits for lenet and curriculum, cifar for the ResNets and WideResNet, masks for
-# UNet, tokens for the LSTM and the transformer.
-for dataset in digits cifar masks tokens; do
+# UNet, tokens for the LSTM and the transformer, text for the text classifier.
+for dataset in digits cifar masks tokens text; do
     if [ ! -f "data/$dataset/MANIFEST" ]; then
         target/debug/fe-host datagen "$dataset" --out "data/$dataset"
     fi
