@@ -6,22 +6,13 @@
 
 use crate::dist::last;
 use crate::metrics::run;
-use crate::util::{root, TempDir};
+use crate::util::TempDir;
 
 fn reference(dir: &TempDir, seed: u32) -> serde_json::Value {
-    let out = std::process::Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("tests/fixtures/bleu_reference.py"))
-        .arg(dir.path())
-        .arg(seed.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap()
+    crate::util::python_fixture_json(
+        "bleu_reference.py",
+        &[dir.path().as_os_str(), seed.to_string().as_ref()],
+    )
 }
 
 fn manifest(dir: &TempDir) -> String {

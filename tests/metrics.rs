@@ -5,23 +5,14 @@
 //! samples in batches of 32 leave the two ranks different shares.
 
 use crate::dist::{last, spawn_ranks, summary, wait_all};
-use crate::util::{fe_host, root, OutputWithin, Run, TempDir};
+use crate::util::{fe_host, OutputWithin, Run, TempDir};
 
 /// Writes the data into `dir` and returns the reference values.
 fn reference(dir: &TempDir, seed: u32) -> serde_json::Value {
-    let out = std::process::Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("tests/fixtures/metrics_reference.py"))
-        .arg(dir.path())
-        .arg(seed.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap()
+    crate::util::python_fixture_json(
+        "metrics_reference.py",
+        &[dir.path().as_os_str(), seed.to_string().as_ref()],
+    )
 }
 
 /// One epoch: nothing to train (one sample), then every metric over the evaluation set.

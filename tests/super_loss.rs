@@ -9,7 +9,7 @@ use fe_plugin_api::{Mode, StepContext};
 use tch::{Kind, Tensor};
 
 use crate::network::{batch, build, step};
-use crate::util::{root, TempDir};
+use crate::util::TempDir;
 
 fn manifest(config: &str) -> String {
     format!(
@@ -56,18 +56,7 @@ fn reference(threshold: &str, lam: f64, steps: &[(bool, Vec<f64>)]) -> serde_jso
     let dir = TempDir::new("super-loss-ref");
     let input = serde_json::json!({ "threshold": threshold, "lam": lam, "steps": steps });
     let path = dir.write("in.json", &input.to_string());
-    let out = std::process::Command::new(root().join(".venv/bin/python"))
-        .arg(root().join("tests/fixtures/super_loss_reference.py"))
-        .arg(&path)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap()
+    crate::util::python_fixture_json("super_loss_reference.py", &[&path])
 }
 
 fn assert_matches(got: &[(Vec<f64>, Vec<f64>)], want: &serde_json::Value, what: &str) {

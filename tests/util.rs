@@ -597,16 +597,30 @@ pub fn small_digits(dir: &TempDir) {
 pub fn run_python_helper(dir: &Path, script: &str, args: &[&str]) -> String {
     let path = dir.join("helper.py");
     std::fs::write(&path, script).unwrap();
-    let out = Command::new(root().join(".venv/bin/python"))
-        .arg(&path)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run .venv/bin/python");
+    let mut command = Command::new(root().join(".venv/bin/python"));
+    command.arg(&path).args(args).current_dir(dir);
+    venv_stdout(command, &format!("python {args:?}"))
+}
+
+/// Runs the reference script `tests/fixtures/<fixture>` with `.venv`'s python and `args`, and
+/// returns the JSON it prints; panics with its output unless it succeeds.
+pub fn python_fixture_json<S: AsRef<std::ffi::OsStr>>(
+    fixture: &str,
+    args: &[S],
+) -> serde_json::Value {
+    let mut command = Command::new(root().join(".venv/bin/python"));
+    command
+        .arg(root().join("tests/fixtures").join(fixture))
+        .args(args);
+    serde_json::from_str(&venv_stdout(command, fixture)).unwrap()
+}
+
+fn venv_stdout(mut command: Command, what: &str) -> String {
+    let out = command.output().expect("run .venv/bin/python");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "python {args:?} failed:\n{stdout}\n{}",
+        "{what} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
