@@ -109,9 +109,9 @@ fn learns_and_matches_pytorch(case: &Case) {
         .current_dir(dir.path())
         .arg("transform")
         .arg(&manifest)
-        .args([
-            "--mode", "eval", "--limit", "16", "--key", input, "--key", output,
-        ])
+        .args(["--mode", "eval", "--limit", "16"])
+        .args(input.split(',').flat_map(|key| ["--key", key]))
+        .args(["--key", output])
         .arg("--weights")
         .arg(&weights)
         .arg("--out")
@@ -288,7 +288,8 @@ fn transformer_learns_and_matches_pytorch() {
 }
 
 /// Sentences tokenized in the pipeline by `Tokenize` with the tokenizer `datagen text`
-/// trained: the same model learns from text as from ready-made ids.
+/// trained: the same model learns from text as from ready-made ids, and with the tokenizer's
+/// attention mask it equals PyTorch's `src_key_padding_mask` and masked mean.
 #[test]
 fn text_example_learns_from_tokenized_sentences() {
     learns_and_matches_pytorch(&Case {
@@ -299,7 +300,7 @@ fn text_example_learns_from_tokenized_sentences() {
         model: "transformer",
         architecture: "TransformerClassifier",
         reference_config: r#"{"vocab": 200, "classes": 4, "d_model": 32, "heads": 4, "layers": 2, "ff": 64, "max_len": 32, "dropout": 0.1}"#,
-        keys: ("x", "y_pred"),
+        keys: ("x,x_mask", "y_pred"),
         metric: ("accuracy", 0.6),
     });
 }

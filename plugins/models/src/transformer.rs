@@ -12,11 +12,20 @@
 //!         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 //!         self.fc = nn.Linear(d_model, classes)
 //!
-//!     def forward(self, tokens):
+//!     def forward(self, tokens, mask=None):
 //!         positions = torch.arange(tokens.shape[1], device=tokens.device)
 //!         x = self.embedding(tokens.long()) + self.position(positions)
-//!         return self.fc(self.encoder(x).mean(1))
+//!         if mask is None:
+//!             return self.fc(self.encoder(x).mean(1))
+//!         keep = mask != 0
+//!         h = self.encoder(x, src_key_padding_mask=~keep)
+//!         weights = keep.unsqueeze(-1).to(h.dtype)
+//!         return self.fc((h * weights).sum(1) / weights.sum(1))
 //! ```
+//!
+//! The optional second input is a tokenizer's attention mask (`Tokenize`'s second output:
+//! 1 for a real token, 0 for padding): padding then takes no part in attention nor in the
+//! mean, so a sentence's logits do not depend on how far it was padded.
 
 use fe_plugin_api::tch::nn::{self, Init};
 use fe_plugin_api::tch::{Kind, Tensor};
@@ -92,7 +101,8 @@ impl SelfAttention {
         }
     }
 
-    fn forward(&self, x: &Tensor, dropout: f64) -> Result<Tensor> {
+    /// `keep`: `[batch, 1, 1, length]` booleans, true where a key may be attended to.
+    fn forward(&self, x: &Tensor, keep: Option<&Tensor>, dropout: f64) -> Result<Tensor> {
         let qkv = x.f_linear(&self.in_proj_weight, Some(&self.in_proj_bias))?;
         // Heads split off and merged back by chunks of the feature dimension, not by reshapes
         // to [batch, length, heads, head width]: a traced export then records no batch size or
@@ -101,8 +111,8 @@ impl SelfAttention {
             |t: &Tensor| -> Result<Tensor> { Ok(Tensor::f_stack(&t.f_chunk(self.heads, -1)?, 1)?) };
         let parts = qkv.f_chunk(3, -1)?;
         let (q, k, v) = (split(&parts[0])?, split(&parts[1])?, split(&parts[2])?);
-        let attended = Tensor::f_scaled_dot_product_attention::<Tensor>(
-            &q, &k, &v, None, dropout, false, None, false,
+        let attended = Tensor::f_scaled_dot_product_attention::<&Tensor>(
+            &q, &k, &v, keep, dropout, false, None, false,
         )?;
         let merged = Tensor::f_cat(&attended.f_unbind(1)?, -1)?;
         self.out_proj.forward(&merged)
@@ -130,11 +140,17 @@ impl EncoderLayer {
         }
     }
 
-    fn forward(&self, x: &Tensor, dropout: f64, train: bool) -> Result<Tensor> {
+    fn forward(
+        &self,
+        x: &Tensor,
+        keep: Option<&Tensor>,
+        dropout: f64,
+        train: bool,
+    ) -> Result<Tensor> {
         let attention_dropout = if train { dropout } else { 0.0 };
         let attended = self
             .self_attn
-            .forward(x, attention_dropout)?
+            .forward(x, keep, attention_dropout)?
             .f_dropout(dropout, train)?;
         let x = self.norm1.forward(&x.f_add(&attended)?)?;
         let hidden = self
@@ -202,8 +218,14 @@ impl Transformer {
         })
     }
 
-    /// `tokens`: `[batch, length]` integer ids.
-    pub(crate) fn run(&self, tokens: &Tensor, train: bool) -> Result<Tensor> {
+    /// `tokens`: `[batch, length]` integer ids; `mask`: `[batch, length]`, nonzero for a real
+    /// token, zero for padding.
+    pub(crate) fn run(
+        &self,
+        tokens: &Tensor,
+        mask: Option<&Tensor>,
+        train: bool,
+    ) -> Result<Tensor> {
         crate::input::token_ids("TransformerClassifier", tokens, self.vocab)?;
         let size = tokens.size();
         let [_, length] = size[..] else {
@@ -228,10 +250,91 @@ impl Transformer {
             .embedding
             .forward(tokens)?
             .f_add(&self.position.forward(&positions)?)?;
+        let keep = match mask {
+            Some(mask) => Some(padding_mask(mask, &size)?),
+            None => None,
+        };
+        let attend = match &keep {
+            Some(keep) => Some(keep.f_unsqueeze(1)?.f_unsqueeze(1)?),
+            None => None,
+        };
         for layer in &self.layers {
-            x = layer.forward(&x, self.dropout, train)?;
+            x = layer.forward(&x, attend.as_ref(), self.dropout, train)?;
         }
-        let pooled = x.f_mean_dim(1, false, x.kind())?;
+        let pooled = match &keep {
+            None => x.f_mean_dim(1, false, x.kind())?,
+            Some(keep) => {
+                let weights = keep.f_unsqueeze(-1)?.f_to_kind(x.kind())?;
+                x.f_mul(&weights)?
+                    .f_sum_dim_intlist(1, false, x.kind())?
+                    .f_div(&weights.f_sum_dim_intlist(1, false, x.kind())?)?
+            }
+        };
         self.fc.forward(&pooled)
+    }
+}
+
+/// The attention mask as booleans (true: a real token), checked against the tokens: a mask of
+/// another shape, or a sequence with no real token (its mean would be 0/0), is refused.
+fn padding_mask(mask: &Tensor, tokens: &[i64]) -> Result<Tensor> {
+    if mask.size() != tokens {
+        return Err(Error::msg(format!(
+            "the attention mask (second input) is shaped {:?}, the token ids {tokens:?}: \
+             give the mask the tokenizer wrote with these ids",
+            mask.size()
+        )));
+    }
+    let keep = mask.f_ne(0)?;
+    let real = keep.f_any_dim(1, false)?.f_all()?;
+    if !bool::try_from(&real).map_err(|e| Error::msg(e.to_string()))? {
+        return Err(Error::msg(
+            "the attention mask marks a sequence with no token at all (every entry 0): \
+             is the second input the mask, not the type ids?",
+        ));
+    }
+    Ok(keep)
+}
+
+#[cfg(test)]
+mod tests {
+    use fe_plugin_api::tch::{Device, Kind, Tensor};
+    use fe_plugin_api::testing;
+
+    #[test]
+    fn padding_under_the_attention_mask_changes_nothing() {
+        let mut model = testing::model("TransformerClassifier", "max_len = 16").unwrap();
+        let tokens = Tensor::from_slice(&[5i64, 9, 3, 7, 1, 8]).view([2, 3]);
+        let ones = Tensor::ones([2, 3], (Kind::Int64, Device::Cpu));
+        let short = model.forward(&[&tokens, &ones], false).unwrap().remove(0);
+        let padded = Tensor::cat(
+            &[&tokens, &Tensor::zeros([2, 5], (Kind::Int64, Device::Cpu))],
+            1,
+        );
+        let mask = Tensor::cat(
+            &[&ones, &Tensor::zeros([2, 5], (Kind::Int64, Device::Cpu))],
+            1,
+        );
+        let long = model.forward(&[&padded, &mask], false).unwrap().remove(0);
+        assert!(
+            long.allclose(&short, 1e-5, 1e-6, false),
+            "{long} vs {short}"
+        );
+        let unmasked = model.forward(&[&padded], false).unwrap().remove(0);
+        assert!(
+            !unmasked.allclose(&short, 1e-3, 1e-3, false),
+            "without the mask the padding is attended to and averaged in"
+        );
+    }
+
+    #[test]
+    fn a_mask_that_does_not_fit_the_tokens_is_refused() {
+        let mut model = testing::model("TransformerClassifier", "").unwrap();
+        let tokens = Tensor::ones([2, 4], (Kind::Int64, Device::Cpu));
+        let short = Tensor::ones([2, 3], (Kind::Int64, Device::Cpu));
+        let err = model.forward(&[&tokens, &short], false).err().unwrap();
+        assert!(err.to_string().contains("attention mask"), "{err}");
+        let empty = Tensor::zeros([2, 4], (Kind::Int64, Device::Cpu));
+        let err = model.forward(&[&tokens, &empty], false).err().unwrap();
+        assert!(err.to_string().contains("no token at all"), "{err}");
     }
 }

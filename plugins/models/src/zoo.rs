@@ -153,17 +153,40 @@ single_output_model!(
     |model, x, _train| model.run(x)
 );
 single_output_model!(
-    Transformer,
-    TransformerConfig,
-    |vs, config| Transformer::new(vs, config),
-    |model, x, train| model.run(x, train)
-);
-single_output_model!(
     LstmClassifier,
     LstmConfig,
     |vs, config| LstmClassifier::new(vs, config),
     |model, x, train| model.run(x, train)
 );
+
+impl FromConfig for Transformer {
+    type Config = TransformerConfig;
+    fn from_config(config: TransformerConfig, ctx: &CreateContext<'_>) -> Result<Self> {
+        Transformer::new(var_store(ctx), config)
+    }
+}
+
+/// Token ids, and optionally their attention mask.
+impl Model for Transformer {
+    fn forward(&mut self, inputs: &[&Tensor], train: bool) -> Result<Vec<Tensor>> {
+        let output = match inputs {
+            [tokens] => self.run(tokens, None, train)?,
+            [tokens, mask] => self.run(tokens, Some(mask), train)?,
+            _ => {
+                return Err(Error::msg(format!(
+                    "TransformerClassifier takes token ids and optionally their attention mask \
+                     (1 or 2 inputs), got {}",
+                    inputs.len()
+                )))
+            }
+        };
+        Ok(vec![output])
+    }
+
+    fn variables(&self) -> Vec<(String, Tensor)> {
+        variables(&self.vs)
+    }
+}
 
 /// A torchvision ResNet of one depth, registered under its own name.
 macro_rules! resnet_depth {
