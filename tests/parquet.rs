@@ -19,7 +19,8 @@ use crate::util::{classifier_ops, digits, run_python_helper, summary, values, Te
 /// Rows of the typed table: 4 row groups (3, 3, 3, 1) in Parquet, 4 record batches in Arrow.
 const ROWS: usize = 10;
 
-/// Writes the typed table as `table.parquet`, `table.arrow` (IPC file) and `stream.arrow`
+/// Writes the typed table as `table.parquet` (snappy, pyarrow's default), `table.zstd.parquet`
+/// (zstd, Polars' and DuckDB's), `table.arrow` (IPC file) and `stream.arrow`
 /// (IPC stream, as Hugging Face `datasets` caches), the parts `parts/part-{0,1,2}.parquet`,
 /// and `nulls.parquet` (a null label in row 5).
 const WRITER: &str = r#"
@@ -47,6 +48,7 @@ table = pa.table({
     "mat": pa.array([[[r, 1], [2, -r]] for r in rows], pa.list_(pa.list_(pa.int64(), 2))),
 })
 pq.write_table(table, "table.parquet", row_group_size=3)
+pq.write_table(table, "table.zstd.parquet", row_group_size=3, compression="zstd")
 with pa.ipc.new_file("table.arrow", table.schema) as w:
     for batch in table.to_batches(max_chunksize=3):
         w.write_batch(batch)
@@ -137,6 +139,7 @@ fn pyarrow_tables_read_back_with_their_values_and_dtypes_from_parquet_and_both_i
     let dir = tables();
     for (kind, file) in [
         ("parquet", "table.parquet"),
+        ("parquet", "table.zstd.parquet"),
         ("arrow", "table.arrow"),
         ("arrow", "stream.arrow"),
     ] {
@@ -324,8 +327,15 @@ fn corrupt_files_and_unreadable_types_are_named() {
     run_python_helper(
         dir.path(),
         "import pyarrow as pa, pyarrow.parquet as pq\n\
-         pq.write_table(pa.table({'u': pa.array([1], pa.uint64()), 'ok': [1]}), 'u64.parquet')\n",
+         pq.write_table(pa.table({'u': pa.array([1], pa.uint64()), 'ok': [1]}), 'u64.parquet')\n\
+         pq.write_table(pa.table({'ok': [1, 2]}), 'gzip.parquet', compression='gzip')\n",
         &[],
+    );
+    let err = refused("parquet", "path = \"gzip.parquet\"", dir.path());
+    assert!(
+        err.contains("gzip.parquet")
+            && err.contains("column `ok` (row group 0) is compressed with GZIP"),
+        "{err}"
     );
     let err = refused("parquet", "path = \"u64.parquet\"", dir.path());
     assert!(

@@ -10,6 +10,8 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
+use parquet::basic::Compression;
+use parquet::file::metadata::ParquetMetaData;
 
 /// One Parquet file.
 pub struct ParquetFile {
@@ -24,6 +26,7 @@ impl ParquetFile {
         let file = File::open(path).map_err(|e| format!("cannot read: {e}"))?;
         let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| format!("not a Parquet file (or a corrupt one): {e}"))?;
+        readable_codecs(metadata.metadata())?;
         Ok(Self {
             path: path.to_owned(),
             metadata,
@@ -77,4 +80,27 @@ impl ParquetFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Refuses, at start, a file with pages in a codec this build does not decode: otherwise the
+/// run would stop at the first sample of that row group with the parquet crate's "disabled
+/// feature" message, which names a Rust crate instead of the codec.
+fn readable_codecs(metadata: &ParquetMetaData) -> Result<(), String> {
+    for (g, group) in metadata.row_groups().iter().enumerate() {
+        for column in group.columns() {
+            let codec = column.compression();
+            if !matches!(
+                codec,
+                Compression::UNCOMPRESSED | Compression::SNAPPY | Compression::ZSTD(_)
+            ) {
+                return Err(format!(
+                    "column `{}` (row group {g}) is compressed with {codec}: fe-host reads \
+                     uncompressed, snappy and zstd Parquet (rewrite it, e.g. pyarrow's \
+                     `pq.write_table(pq.read_table(src), dst, compression=\"zstd\")`)",
+                    column.column_path().string()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
