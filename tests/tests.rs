@@ -38,6 +38,7 @@ mod overrides;
 mod overwrites;
 mod parquet;
 mod pipeline;
+mod pipeline_cache;
 mod plugin_kit;
 mod plugin_run_info;
 mod records;
