@@ -49,6 +49,7 @@ mod resume_checks;
 mod run_dirs;
 mod scaffold;
 mod scheduling;
+mod shards;
 mod slicing;
 mod stopping;
 mod super_loss;
