@@ -12,7 +12,6 @@ use fe_plugin_api::Mode;
 
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use crate::pipeline::Source;
 use crate::plugins::Registry;
 
 /// What to convert and where.
