@@ -434,6 +434,9 @@ pub enum DatagenCommand {
     /// Sentences on four topics (`<split>.csv`: text, label) and a word-level tokenizer.json
     /// trained on them.
     Text(GeneratedSplits),
+    /// A manifest's dataset (image folder, NPY, CSV, IDX, Parquet, ...) cut into WebDataset
+    /// tar shards.
+    Shards(super::shards::ShardsArgs),
 }
 
 /// Where a generated dataset goes, its split sizes and seed.

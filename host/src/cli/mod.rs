@@ -23,6 +23,7 @@ pub use checks::{one_line_usage_error, stdout_failure};
 mod pipeline;
 pub use pipeline::PipelineArgs;
 mod scaffold;
+mod shards;
 pub use scaffold::{BuildPluginArgs, NewPluginArgs};
 mod logs;
 mod model_summary;
@@ -121,6 +122,7 @@ pub fn run(cli: Cli) -> Result<()> {
             splits.report("token sequences");
             Ok(())
         }
+        Command::Datagen(DatagenCommand::Shards(args)) => shards::run(args),
         Command::Datagen(DatagenCommand::Text(splits)) => {
             crate::datagen::text::write(&splits.out, splits.spec())?;
             splits.report("sentences (and tokenizer.json)");

@@ -3,6 +3,7 @@
 pub mod cifar;
 pub mod digits;
 pub mod masks;
+pub mod shards;
 pub mod splits;
 pub mod text;
 pub mod tokens;

@@ -144,6 +144,8 @@ pub struct PipelineConfig {
     pub prefetch: usize,
     /// Page-locked batches on CUDA (`None`: yes on CUDA).
     pub pin_memory: Option<bool>,
+    /// `[pipeline] cache`: the directory of the pipeline cache (`None`: no cache).
+    pub cache: Option<PathBuf>,
     /// Datasets, in mode then ds_id order.
     pub data: Vec<DatasetEntry>,
     /// Per-sample ops.

@@ -217,6 +217,10 @@ pub struct RawPipeline {
     /// Collate batches into page-locked memory when training on CUDA (default: yes).
     #[serde(default)]
     pub pin_memory: Option<bool>,
+    /// Cache the leading deterministic ops' outputs: `true` (the user cache directory) or a
+    /// directory (relative to the manifest).
+    #[serde(default)]
+    pub cache: Option<toml::Value>,
     /// Datasets by mode: a table, or an array of tables each with a `ds_id`.
     #[serde(default)]
     pub data: BTreeMap<String, toml::Value>,

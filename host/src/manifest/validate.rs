@@ -187,6 +187,7 @@ pub(super) fn validate(
             workers: raw.pipeline.workers.filter(|&w| w > 0),
             prefetch: raw.pipeline.prefetch.max(1),
             pin_memory: raw.pipeline.pin_memory,
+            cache: cache_dir(raw.pipeline.cache.as_ref(), &dir, problems),
             data,
             ops: pipeline_ops,
         },
@@ -461,3 +462,40 @@ fn process_group_timeout(seconds: Option<u64>, problems: &mut Vec<Problem>) -> s
 
 /// The longest `run.process_group_timeout`, in seconds.
 const MAX_PROCESS_GROUP_TIMEOUT: u64 = 7 * 24 * 3600;
+
+/// `[pipeline] cache`: `true` is the user's cache directory (`$XDG_CACHE_HOME/fe-host/pipeline`,
+/// else `~/.cache/fe-host/pipeline`), a string a directory relative to the manifest.
+fn cache_dir(
+    value: Option<&toml::Value>,
+    dir: &Path,
+    problems: &mut Vec<Problem>,
+) -> Option<PathBuf> {
+    let path = || KeyPath::root("pipeline").key("cache");
+    match value? {
+        toml::Value::Boolean(false) => None,
+        toml::Value::Boolean(true) => {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+            match base {
+                Some(base) => Some(base.join("fe-host").join("pipeline")),
+                None => {
+                    problems.push(Problem::new(
+                        path(),
+                        "no cache directory: neither XDG_CACHE_HOME nor HOME is set; name a directory",
+                    ));
+                    None
+                }
+            }
+        }
+        toml::Value::String(text) if !text.is_empty() => Some(super::normalized(&dir.join(text))),
+        _ => {
+            problems.push(Problem::new(
+                path(),
+                "must be true, false or a directory (relative to the manifest)",
+            ));
+            None
+        }
+    }
+}

@@ -59,6 +59,7 @@ impl OpBuilder<'_> {
                 modes,
                 ds_ids: spec.ds_id.clone(),
                 epochs: epochs.clone(),
+                cache: matches!(handle, OpKind::Delete).then(|| format!("Delete {inputs:?}")),
                 handle,
             };
         let own_modes = || spec.mode.unwrap_or(ModeFilter::ALL);
@@ -130,6 +131,14 @@ impl OpBuilder<'_> {
                 )
             }
         };
+        // `cache` too: whether the pipeline cache may keep this op's outputs.
+        let cache = match spec.config.remove("cache") {
+            None => None,
+            Some(toml::Value::Boolean(b)) => Some(b),
+            Some(_) => {
+                return Err(manifest.error_at(&spec.path.key("cache"), "must be true or false"))
+            }
+        };
         let creation = Creation::new(
             &spec.path,
             &spec.inputs,
@@ -164,6 +173,24 @@ impl OpBuilder<'_> {
             None => ModeFilter::parse_default(&default_mode)
                 .map_err(|e| manifest.error_at(&spec.path, e))?,
         };
+        if filter && cache == Some(true) {
+            return Err(manifest.error_at(
+                &spec.path.key("cache"),
+                format!("`{name}` filters samples, and the pipeline cache keeps every sample; only ops that transform samples can be cached"),
+            ));
+        }
+        // A batchable op promises no randomness (`NumpyOp::batchable`); any other op is
+        // cached only when the manifest vouches for it (`cache = true`: decoding, tokenizing).
+        let identity = cache.unwrap_or(op.batchable() && !filter).then(|| {
+            format!(
+                "{name} {} {} {:?} {:?} {}",
+                self.registry.provider_crate(ComponentKind::NumpyOp, name),
+                self.registry.provider_version(ComponentKind::NumpyOp, name),
+                spec.inputs,
+                spec.outputs,
+                spec.config_text()
+            )
+        });
         let handle = OpKind::Plugin {
             batchable: op.batchable(),
             op,
@@ -183,6 +210,7 @@ impl OpBuilder<'_> {
             ds_ids: spec.ds_id.clone(),
             epochs,
             handle,
+            cache: identity,
         })
     }
 
@@ -297,6 +325,7 @@ impl OpBuilder<'_> {
             ds_ids: spec.ds_id.clone(),
             epochs,
             handle,
+            cache: None,
         })
     }
 }

@@ -2,6 +2,7 @@
 //! filtering, seeded shuffling, batching.
 
 pub mod build;
+pub mod cache;
 mod collate;
 pub mod datasets;
 mod empty_epochs;
@@ -79,6 +80,8 @@ pub struct Pipeline {
     pub pad_text: bool,
     /// In a data-parallel run: this rank's share of every epoch (`None`: the whole stream).
     pub shard: Option<Shard>,
+    /// `[pipeline] cache`: where the leading deterministic ops' outputs are kept.
+    pub cache: Option<cache::Cache>,
 }
 
 /// Refuses a `pipeline.batch_size` (any epoch's) that does not divide among `world` ranks, at
@@ -142,6 +145,11 @@ impl Pipeline {
             pin: None,
             pad_text: false,
             shard: None,
+            cache: manifest
+                .pipeline
+                .cache
+                .clone()
+                .and_then(|dir| cache::Cache::new(manifest, dir)),
         };
         pipeline.check_batch_ops(manifest)?;
         Ok(pipeline)
@@ -488,7 +496,7 @@ impl Pipeline {
         let mut ops = active;
         ops.truncate(at);
         let (batch_size, drop_last, pad_value) = self.batching(mode, epoch, ds_id);
-        Ok(EpochWork {
+        let mut work = EpochWork {
             source: Arc::clone(&dataset.source),
             source_keys: dataset.keys.clone(),
             ops,
@@ -502,6 +510,7 @@ impl Pipeline {
             pad_text: self.pad_text,
             batches,
             first_batch: 0,
+            first_op: 0,
             mode,
             epoch,
             ds_id: ds_id.to_owned(),
@@ -509,6 +518,15 @@ impl Pipeline {
             width: keys.len(),
             keys: Arc::clone(keys),
             pin: self.pin,
-        })
+        };
+        if let Some(cache) = &self.cache {
+            let index = self
+                .datasets
+                .iter()
+                .position(|d| std::ptr::eq(d, dataset))
+                .unwrap_or(0);
+            cache.apply(&mut work, index, self.workers)?;
+        }
+        Ok(work)
     }
 }

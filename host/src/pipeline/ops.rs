@@ -36,6 +36,9 @@ pub struct PipelineOp {
     pub epochs: InForce,
     /// What the op is. Checkpoints save and restore its state through this field.
     pub handle: OpKind,
+    /// When the pipeline cache may keep its outputs: its identity (name, provider and its
+    /// version, keys, configuration), which is part of the cache key.
+    pub cache: Option<String>,
 }
 
 /// How a `Batch` op batches: each field overrides the `[pipeline]` setting when given.

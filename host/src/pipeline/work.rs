@@ -25,8 +25,13 @@ pub struct EpochWork {
     pub source: Arc<dyn Source>,
     /// Key id of each of the dataset's keys.
     pub source_keys: Vec<KeyId>,
-    /// Ops before the `Batch` op (all ops without one), in order.
+    /// Ops before the `Batch` op (all ops without one), in order, less the leading ones the
+    /// pipeline cache ran already.
     pub ops: Vec<Arc<PipelineOp>>,
+    /// Ops the cache ran (`ops[0]` is the epoch's op at this position): seeds come from
+    /// positions among all of the epoch's ops, so a cache leaves every later op's draws as
+    /// they are without it.
+    pub first_op: usize,
     /// Ops after the `Batch` op, run on batches.
     pub batch_ops: Vec<Arc<PipelineOp>>,
     /// Keys to deliver.
@@ -197,7 +202,8 @@ impl EpochWork {
     ) -> Result<Flow> {
         let seed = self.sample_seed(index);
         for (offset, op) in ops.iter().enumerate() {
-            let ctx = self.step(crate::rng::mix(seed, (position + offset) as u64));
+            let at = self.first_op + position + offset;
+            let ctx = self.step(crate::rng::mix(seed, at as u64));
             let flow = op
                 .run(data, &ctx, batched, &self.keys)
                 .map_err(|failure| self.op_error(failure, index, batched))?;

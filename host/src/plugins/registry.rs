@@ -143,6 +143,18 @@ impl Registry {
         }
     }
 
+    /// The version of [`Registry::provider_crate`]'s crate (the host's for a built-in).
+    pub fn provider_version(&self, kind: ComponentKind, name: &str) -> &str {
+        match self.get(kind, name).map(|entry| entry.provider) {
+            Some(Provider::Plugin(index)) => self
+                .plugins
+                .plugins
+                .get(index)
+                .map_or(env!("CARGO_PKG_VERSION"), |plugin| plugin.version()),
+            _ => env!("CARGO_PKG_VERSION"),
+        }
+    }
+
     /// "plugin `fe-models` (path)" or "fe-host (built in)".
     pub fn provider_name(&self, provider: Provider) -> String {
         describe(&self.plugins, provider)

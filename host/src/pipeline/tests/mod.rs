@@ -170,6 +170,7 @@ fn node(label: &str, handle: OpKind, inputs: Vec<KeyId>, outputs: Vec<KeyId>) ->
         ds_ids: DsFilter::Any,
         epochs: InForce::always(),
         handle,
+        cache: None,
     }
 }
 
@@ -248,6 +249,7 @@ impl Setup {
             pin: None,
             pad_text: false,
             shard: None,
+            cache: None,
         };
         Self {
             pipeline,
