@@ -41,6 +41,7 @@ mod pipeline;
 mod plugin_kit;
 mod plugin_run_info;
 mod records;
+mod recipes;
 mod reference;
 mod regularization;
 mod render;
