@@ -22,8 +22,9 @@ target/debug/fe-host plugins build "$warm_up/fe-warm-up" --into "$warm_up/instal
 rm -rf "$warm_up"
 
 # Every example's data (once, deterministically; a dataset is complete when its MANIFEST is
-# there): digits for lenet and curriculum, cifar for the ResNets and WideResNet, masks for
-# UNet, tokens for the LSTM and the transformer, text for the text classifier.
+# there): digits for lenet, curriculum and mixup, cifar for the ResNets, WideResNet,
+# cifar10_fast and fgsm, masks for UNet, tokens for the LSTM and the transformer, text for the
+# text classifier. The tabular example's table is bundled (examples/data/breast_cancer).
 for dataset in digits cifar masks tokens text; do
     if [ ! -f "data/$dataset/MANIFEST" ]; then
         target/debug/fe-host datagen "$dataset" --out "data/$dataset"

@@ -2,7 +2,7 @@
 //! `tests/golden/render/`. Set `FE_UPDATE_GOLDEN=1` to rewrite them after an intended change,
 //! and review the diff.
 
-use crate::util::{copy_example, fe_host, root, small_digits, Run, TempDir};
+use crate::util::{copy_bundled_data, copy_example, fe_host, root, small_digits, Run, TempDir};
 
 /// Small copies of the generated data the zoo examples read, next to the digits.
 fn small_zoo_data(dir: &TempDir) {
@@ -54,6 +54,7 @@ fn render_output_of_every_example_matches_its_golden_file() {
     let dir = TempDir::new("render");
     small_digits(&dir);
     small_zoo_data(&dir);
+    copy_bundled_data(&dir);
     let mut names: Vec<String> = std::fs::read_dir(root().join("examples"))
         .unwrap()
         .filter_map(|e| {

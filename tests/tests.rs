@@ -42,6 +42,7 @@ mod pipeline_cache;
 mod plugin_kit;
 mod plugin_run_info;
 mod records;
+mod recipes;
 mod reference;
 mod regularization;
 mod render;

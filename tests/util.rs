@@ -569,6 +569,27 @@ pub fn copy_example(dir: &TempDir, name: &str) {
     .unwrap();
 }
 
+/// Copies the data bundled with the examples (`examples/data/`) into `dir/examples/data`, where
+/// an example copied by [`copy_example`] reads it.
+pub fn copy_bundled_data(dir: &TempDir) {
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                copy_tree(&path, &target);
+            } else {
+                std::fs::copy(&path, &target).unwrap();
+            }
+        }
+    }
+    copy_tree(
+        &root().join("examples/data"),
+        &dir.path().join("examples/data"),
+    );
+}
+
 /// A small generated `dir/data/digits` (96 training and 40 evaluation samples), where the
 /// examples copied by [`copy_example`] look for it.
 pub fn small_digits(dir: &TempDir) {

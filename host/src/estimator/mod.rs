@@ -113,9 +113,15 @@ impl Estimator {
         let user_traces = traces::build_traces(manifest, registry, &network, &mut keys)?;
         let total_epochs = manifest.run.epochs;
 
+        let monitored = monitored_keys(manifest, &network, &keys)?;
         let loss_names = |mode: Mode| -> Vec<(KeyId, String)> {
-            network
-                .loss_keys_written_in(mode)
+            let mut written = network.loss_keys_written_in(mode);
+            for &k in &monitored {
+                if !written.contains(&k) && network.writes_in(k, mode) {
+                    written.push(k);
+                }
+            }
+            written
                 .into_iter()
                 .map(|k| (k, keys.name(k).to_owned()))
                 .collect()
@@ -414,4 +420,28 @@ impl Estimator {
     pub fn epoch_evaluated_at(&self, step: u64) -> Option<u32> {
         self.progress.epoch_at(step)
     }
+}
+
+/// `run.monitor_names` as keys: each must be written by some network op, in some mode, or the
+/// run is refused before it starts (a misspelt name would otherwise log nothing, silently).
+fn monitored_keys(
+    manifest: &Manifest,
+    network: &Network,
+    keys: &Keys,
+) -> Result<Vec<KeyId>> {
+    manifest
+        .run
+        .monitor_names
+        .iter()
+        .map(|name| {
+            keys.get(name)
+                .filter(|&k| [Mode::Train, Mode::Eval, Mode::Test].iter().any(|&m| network.writes_in(k, m)))
+                .ok_or_else(|| {
+                    Error::Manifest(format!(
+                        "{}: run.monitor_names: `{name}` is not a key any network op writes",
+                        manifest.file.display()
+                    ))
+                })
+        })
+        .collect()
 }

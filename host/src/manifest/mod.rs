@@ -112,6 +112,8 @@ pub struct RunConfig {
     pub log_dir: Option<PathBuf>,
     /// How evaluation losses are averaged.
     pub eval_loss: schema::EvalLoss,
+    /// Network keys logged with the losses.
+    pub monitor_names: Vec<String>,
     /// How long a data-parallel rank waits for the others.
     pub process_group_timeout: std::time::Duration,
     /// Whether the ranks compare every collective before issuing it.

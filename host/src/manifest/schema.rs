@@ -111,6 +111,11 @@ pub struct RawRun {
     /// same) or `per_batch` (FastEstimator's mean of batch means).
     #[serde(default)]
     pub eval_loss: EvalLoss,
+    /// Network keys logged besides the losses the UpdateOps train on (FastEstimator's
+    /// Estimator `monitor_names`): averaged over each evaluation epoch, and printed with the
+    /// training loss every `log_steps`.
+    #[serde(default)]
+    pub monitor_names: Vec<String>,
     /// Seconds a data-parallel rank waits for the others (rendezvous and every collective)
     /// before giving up, naming what it waited for; torch.distributed's 1800 when absent.
     #[serde(default)]
@@ -169,6 +174,7 @@ impl Default for RawRun {
             eval_log_steps: Vec::new(),
             log_dir: None,
             eval_loss: EvalLoss::PerSample,
+            monitor_names: Vec::new(),
             process_group_timeout: None,
             check_collectives: false,
             resume: Resume::Never,

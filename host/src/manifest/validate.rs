@@ -175,6 +175,7 @@ pub(super) fn validate(
                 .as_ref()
                 .map(|d| super::normalized(&dir.join(d))),
             eval_loss: raw.run.eval_loss,
+            monitor_names: raw.run.monitor_names.clone(),
             process_group_timeout: process_group_timeout(raw.run.process_group_timeout, problems),
             check_collectives: raw.run.check_collectives,
             resume: raw.run.resume,

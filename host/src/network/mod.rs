@@ -145,17 +145,20 @@ impl Network {
         keys
     }
 
+    /// Whether some op writes `key` in `mode`.
+    pub fn writes_in(&self, key: KeyId, mode: fe_plugin_api::Mode) -> bool {
+        self.ops
+            .iter()
+            .any(|op| op.outputs.contains(&key) && op.modes.contains(mode))
+    }
+
     /// The loss keys some op writes in `mode`: what the essential traces read from that mode's
     /// batches. FastEstimator monitors every loss key and skips those absent from the batch,
     /// which logs the same values; declaring only these keeps the others out of the keys a
     /// mode's step must return.
     pub fn loss_keys_written_in(&self, mode: fe_plugin_api::Mode) -> Vec<KeyId> {
         let mut keys = self.loss_keys();
-        keys.retain(|k| {
-            self.ops
-                .iter()
-                .any(|op| op.outputs.contains(k) && op.modes.contains(mode))
-        });
+        keys.retain(|&k| self.writes_in(k, mode));
         keys
     }
 

@@ -1,7 +1,7 @@
 //! CPU data transforms for fe-host pipelines, after FastEstimator's basic NumpyOps.
 //!
 //! * values ([`scaling`]): `Minmax`, `Normalize`, `ToFloat`, `Binarize`
-//! * shapes ([`shape`]): `ExpandDims`, `Reshape`, `ChannelTranspose`
+//! * shapes ([`shape`]): `ExpandDims`, `Reshape`, `ChannelTranspose`; ([`concat`]): `Concat`
 //! * sequences ([`sequence`]): `PadSequence`
 //! * labels ([`label`]): `Onehot`
 //! * filtering ([`filter`]): `RemoveIf`
@@ -16,6 +16,7 @@
 
 pub mod blobs;
 mod common;
+pub mod concat;
 pub mod filter;
 pub mod label;
 pub mod random;
@@ -27,6 +28,7 @@ mod test_util;
 
 pub use blobs::{GaussianBlobs, GaussianBlobsConfig};
 pub use common::OneOrMany;
+pub use concat::Concat;
 pub use filter::{Combine, Compare, Reduce, RemoveIf, RemoveIfConfig};
 pub use label::{Onehot, OnehotConfig};
 pub use random::{Distribution, Noise, NoiseConfig};
@@ -89,6 +91,9 @@ inventory::submit! {
     ])
 }
 inventory::submit! {
+    Registration::numpy_op::<Concat>("Concat", "Flattens its inputs and joins them, in order, into one vector per sample (table columns into features)")
+}
+inventory::submit! {
     Registration::numpy_op::<ChannelTranspose>("ChannelTranspose", "Permutes each sample's axes (default HWC -> CHW)")
     .fields(&[
         Field::optional("axes", "[integer]", "[2, 0, 1]", "Output axis i is input axis axes[i] (HWC to CHW by default)"),
@@ -147,6 +152,7 @@ mod tests {
             "ExpandDims",
             "Reshape",
             "ChannelTranspose",
+            "Concat",
             "PadSequence",
             "Onehot",
             "RemoveIf",
