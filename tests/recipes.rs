@@ -76,7 +76,11 @@ fn cifar10_fast_learns_under_its_one_cycle_rate_with_the_augmentation_chain() {
     let accuracy = values(&summary, "eval", "accuracy");
     // Ten classes (chance 0.1); measured 0.5 and above on this data.
     assert_eq!(accuracy.len(), 2, "{summary}");
-    assert!(accuracy[1] > 0.35, "eval accuracy {accuracy:?}\n{}", out.stdout);
+    assert!(
+        accuracy[1] > 0.35,
+        "eval accuracy {accuracy:?}\n{}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -94,7 +98,11 @@ fn fgsm_adversarial_training_learns_and_its_attack_hurts() {
     let avg_ce = values(&summary, "eval", "avg_ce");
     assert_eq!(clean.len(), 3, "{summary}");
     assert_eq!(adversarial.len(), 3, "{summary}");
-    assert_eq!((base_ce.len(), adv_ce.len(), avg_ce.len()), (3, 3, 3), "{summary}");
+    assert_eq!(
+        (base_ce.len(), adv_ce.len(), avg_ce.len()),
+        (3, 3, 3),
+        "{summary}"
+    );
     // Ten classes (chance 0.1): it learns the clean images (the full example: 0.33 after its
     // first 157 steps).
     assert!(clean[2] > 0.25, "clean accuracy {clean:?}\n{}", out.stdout);
@@ -113,13 +121,19 @@ fn fgsm_adversarial_training_learns_and_its_attack_hurts() {
         );
         // The update's loss is the mean of the two (Average), per sample and so per epoch.
         let mean = (base_ce[epoch] + adv_ce[epoch]) / 2.0;
-        assert!((avg_ce[epoch] - mean).abs() < 1e-4 * mean, "{avg_ce:?} vs {mean}");
+        assert!(
+            (avg_ce[epoch] - mean).abs() < 1e-4 * mean,
+            "{avg_ce:?} vs {mean}"
+        );
     }
     // Trained on both, it also gets better on attacked images.
     assert!(adversarial[2] > adversarial[0], "{adversarial:?}");
     // Training logs the monitored losses with the one it updates on.
     for key in ["avg_ce", "base_ce", "adv_ce"] {
-        assert!(!values(&summary, "train", key).is_empty(), "train {key}: {summary}");
+        assert!(
+            !values(&summary, "train", key).is_empty(),
+            "train {key}: {summary}"
+        );
     }
 }
 
@@ -133,7 +147,11 @@ fn the_tabular_classifier_learns_the_bundled_breast_cancer_table() {
     assert_eq!(accuracy.len(), 3, "{summary}");
     // Always answering "benign" scores 71/114 = 0.62; without the feature scaling, or with the
     // columns mixed up between rows, the network stays near that.
-    assert!(accuracy[2] > 0.93, "eval accuracy {accuracy:?}\n{}", out.stdout);
+    assert!(
+        accuracy[2] > 0.93,
+        "eval accuracy {accuracy:?}\n{}",
+        out.stdout
+    );
     assert!(ce[2] < ce[0] && ce[2] < 0.2, "eval ce {ce:?}");
 }
 
@@ -141,8 +159,12 @@ fn the_tabular_classifier_learns_the_bundled_breast_cancer_table() {
 fn monitor_names_must_name_a_key_the_network_writes() {
     let dir = shrunk_example(
         "fgsm",
-        &[("monitor_names = [\"base_ce\", \"adv_ce\"]", "monitor_names = [\"base_cee\"]")],
+        &[(
+            "monitor_names = [\"base_ce\", \"adv_ce\"]",
+            "monitor_names = [\"base_cee\"]",
+        )],
     );
+    small_cifar(&dir, 64, 16);
     let out: Run = fe_host()
         .current_dir(dir.path())
         .args(["render", "examples/fgsm.toml"])

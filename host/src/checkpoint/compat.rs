@@ -22,10 +22,11 @@ const COMPATIBLE: [&str; 10] = [
     "plugins.sha256",
 ];
 
-/// Manifest keys that say how a run starts, not what it computes: a resumed run may differ
-/// in them without consent (`run.resume = "auto"` is what restarts a job, so asking for
-/// `--allow-changes` there would defeat it).
-const IGNORED: [(&str, &str); 1] = [("run", "resume")];
+/// Manifest keys that say how a run starts or where it keeps work, not what it computes: a
+/// resumed run may differ in them without consent (`run.resume = "auto"` is what restarts a
+/// job, so asking for `--allow-changes` there would defeat it; the pipeline cache holds what
+/// the ops would compute anyway, so turning it on or moving it changes no sample).
+const IGNORED: [(&str, &str); 2] = [("run", "resume"), ("pipeline", "cache")];
 
 /// How a resumed run differs from its checkpoint.
 #[derive(Debug, Default, PartialEq)]

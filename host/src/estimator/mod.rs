@@ -424,18 +424,18 @@ impl Estimator {
 
 /// `run.monitor_names` as keys: each must be written by some network op, in some mode, or the
 /// run is refused before it starts (a misspelt name would otherwise log nothing, silently).
-fn monitored_keys(
-    manifest: &Manifest,
-    network: &Network,
-    keys: &Keys,
-) -> Result<Vec<KeyId>> {
+fn monitored_keys(manifest: &Manifest, network: &Network, keys: &Keys) -> Result<Vec<KeyId>> {
     manifest
         .run
         .monitor_names
         .iter()
         .map(|name| {
             keys.get(name)
-                .filter(|&k| [Mode::Train, Mode::Eval, Mode::Test].iter().any(|&m| network.writes_in(k, m)))
+                .filter(|&k| {
+                    [Mode::Train, Mode::Eval, Mode::Test]
+                        .iter()
+                        .any(|&m| network.writes_in(k, m))
+                })
                 .ok_or_else(|| {
                     Error::Manifest(format!(
                         "{}: run.monitor_names: `{name}` is not a key any network op writes",

@@ -55,6 +55,24 @@ impl NpyArray {
                 "the array is a single scalar (shape ()); samples are taken along axis 0".into(),
             );
         }
+        Self::with_header(header, bytes)
+    }
+
+    /// A whole NPY file as one tensor of its own shape, a 0-d array included (one value of a
+    /// sample, as a WebDataset `.npy` member holds), rather than as samples along axis 0.
+    pub fn whole(bytes: Bytes) -> std::result::Result<Tensor, String> {
+        let mut header = parse_header(bytes.as_slice())?;
+        if header.shape.is_empty() {
+            // One sample of shape (): the same bytes read as an array of one.
+            header.shape = vec![1];
+            return Self::with_header(header, bytes)?.item(0);
+        }
+        let array = Self::with_header(header, bytes)?;
+        let all: Vec<u64> = (0..array.len()).collect();
+        array.items(&all)
+    }
+
+    fn with_header(header: NpyHeader, bytes: Bytes) -> std::result::Result<Self, String> {
         let expected = header.data_len()?;
         let available = bytes.as_slice().len() - header.data_offset;
         if available < expected {

@@ -209,11 +209,7 @@ pub fn decode(ext: &str, bytes: Vec<u8>) -> Result<Tensor, String> {
                 .map(Tensor::from)
                 .map_err(|_| format!("label {:?} is not an integer", text.trim()))
         }
-        "npy" => {
-            let array = NpyArray::new(Bytes::from_vec(bytes))?;
-            let all: Vec<u64> = (0..array.len()).collect();
-            array.items(&all)
-        }
+        "npy" => NpyArray::whole(Bytes::from_vec(bytes)),
         _ => Ok(Tensor::from_slice(&bytes)),
     }
 }
