@@ -114,6 +114,8 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         progress: std::io::stdout().is_terminal(),
     };
     // This rank's share of the process group, to tell the others should it fail by itself.
+    // Declared before the estimator so that it is dropped after it: the group's last holder
+    // then leaves it with no gradient hook still holding its connections open.
     let mut held = None;
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
     let request = checkpoint::resume_request(args.resume.as_deref(), &manifest, args.smoke);
@@ -225,6 +227,9 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         }
     }
     if !speaks {
+        if let (Ok(()), Some(group)) = (&outcome, &held) {
+            group.ended_well();
+        }
         // Saved weights, exports and summaries are rank 0's to write.
         return outcome;
     }
