@@ -90,7 +90,7 @@ fn a_rank_that_sees_another_checkpoint_at_rank_0s_path_is_refused() {
         crate::assert_contains!(
             line,
             format!(
-                "step {} (write 2) vs step {} (write 1)",
+                "step {} (write 1) vs step {} (write 0)",
                 step(newer),
                 step(older)
             )
