@@ -205,9 +205,23 @@ fn a_signal_rides_the_next_gradient_all_reduce_when_no_trace_can_stop() {
 /// than reporting a lost peer.
 #[test]
 fn a_local_failure_on_rank_1_is_reported_by_rank_1_as_its_own() {
-    let dir = TempDir::new("dp-local-failure");
-    let fail = "\n[[traces]]\ntrace = \"FailOnRank\"\nrank = 1\nstep = 4\n";
-    let path = dir.write("m.toml", &manifest(SGD, 32, 1, fail));
+    a_local_failure_is_blamed_on_its_rank("dp-local-failure", 1);
+}
+
+/// Rank 0 fails by itself, and rank 0 hosts the rendezvous store that carries its failure: it
+/// must keep the store up until rank 1 has read why (else rank 1 finds no store and reports
+/// rank 0 "likely lost"), and rank 0 says the failure is its own.
+#[test]
+fn a_local_failure_on_rank_0_is_named_by_rank_1_while_the_store_lasts() {
+    a_local_failure_is_blamed_on_its_rank("dp-local-failure-0", 0);
+}
+
+/// `failing` fails in a trace after step 4: it says so as its own failure; the other rank
+/// names it and its error.
+fn a_local_failure_is_blamed_on_its_rank(tag: &str, failing: usize) {
+    let dir = TempDir::new(tag);
+    let fail = format!("\n[[traces]]\ntrace = \"FailOnRank\"\nrank = {failing}\nstep = 4\n");
+    let path = dir.write("m.toml", &manifest(SGD, 32, 1, &fail));
     let runs = wait_all(spawn_ranks(&dir, 2, &["run", &path.to_string_lossy()], &[]));
     let errors = |rank: usize| -> Vec<String> {
         let run = &runs[rank];
@@ -216,18 +230,19 @@ fn a_local_failure_on_rank_1_is_reported_by_rank_1_as_its_own() {
         lines.map(str::to_owned).collect()
     };
     let failure = "fe-faulty::FailOnRank failed in on_batch_end (train epoch 1, step 4, batch 4): deliberate failure on this rank only";
+    let other = 1 - failing;
     assert_eq!(
-        errors(1),
-        [format!("error: rank 1 of 2 failed: {failure}")],
+        errors(failing),
+        [format!("error: rank {failing} of 2 failed: {failure}")],
         "{}",
-        runs[1].stderr
+        runs[failing].stderr
     );
     assert_eq!(
-        errors(0),
+        errors(other),
         [format!(
-            "error: rank 0 of 2: stopped because rank 1 failed ({failure})"
+            "error: rank {other} of 2: stopped because rank {failing} failed ({failure})"
         )],
         "{}",
-        runs[0].stderr
+        runs[other].stderr
     );
 }

@@ -20,6 +20,7 @@ mod dist;
 mod dist_checks;
 mod dist_faults;
 mod dist_refusals;
+mod dist_resume;
 mod dist_uneven;
 mod evaluate;
 mod exports;

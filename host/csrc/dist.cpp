@@ -289,8 +289,58 @@ char *fe_dist_post_failure(void *handle, const char *message) {
     FE_DIST_GUARD({
         auto &group = *static_cast<Group *>(handle);
         std::string text(message);
-        auto key = "fe_failed/" + std::to_string(group.gloo->getRank());
-        group.store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
+        auto rank = std::to_string(group.gloo->getRank());
+        group.store->set("fe_failed/" + rank, std::vector<uint8_t>(text.begin(), text.end()));
+        group.store->set("fe_verdict/" + rank, std::vector<uint8_t>{1});
+    })
+}
+
+// A rank that knows how the run ended for it (it read a posted failure, posted its own, or
+// finished) says so (`fe_verdict/<rank>`): the store's host waits for that before leaving.
+char *fe_dist_have_verdict(void *handle) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        auto key = "fe_verdict/" + std::to_string(group.gloo->getRank());
+        group.store->set(key, std::vector<uint8_t>{1});
+    })
+}
+
+// The store's host (rank 0 under `run --nproc`) that failed by itself would take the store, and
+// the failure it posted, down with it when it exits: its peers, whose collectives fail only when
+// it leaves them, would then find no store and call it lost. So it leaves the collectives first
+// (destroying its backends closes their connections: a peer's wait fails at once), answers the
+// peers' roll call, and keeps the store up until every other rank has its verdict
+// (`fe_verdict/<rank>`), at most `wait_ms`. Only the store is left for fe_dist_free.
+char *fe_dist_linger(void *handle, int64_t wait_ms) {
+    FE_DIST_GUARD({
+        auto &group = *static_cast<Group *>(handle);
+        auto rank = group.gloo->getRank();
+        auto world = group.gloo->getSize();
+        if (group.nccl) {
+            try {
+                group.nccl->abort();
+            } catch (...) {
+            }
+            group.nccl.reset();
+        }
+        group.gloo.reset();
+        group.store->set("fe_census/" + std::to_string(rank), std::vector<uint8_t>{1});
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+        std::vector<bool> seen(world, false);
+        seen[rank] = true;
+        while (true) {
+            bool all = true;
+            for (int r = 0; r < world; ++r) {
+                if (!seen[r]) {
+                    seen[r] = group.store->check({"fe_verdict/" + std::to_string(r)});
+                    all = all && seen[r];
+                }
+            }
+            if (all || std::chrono::steady_clock::now() >= deadline) {
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
     })
 }
 
@@ -302,6 +352,8 @@ char *fe_dist_posted_failure(void *handle, int rank, char **message) {
         *message = nullptr;
         if (group.store->check({key})) {
             auto bytes = group.store->get(key);
+            auto me = "fe_verdict/" + std::to_string(group.gloo->getRank());
+            group.store->set(me, std::vector<uint8_t>{1});
             *message = static_cast<char *>(std::malloc(bytes.size() + 1));
             if (*message != nullptr) {
                 std::memcpy(*message, bytes.data(), bytes.size());

@@ -51,6 +51,9 @@ pub struct Files {
     pub dir: PathBuf,
     /// Contents by relative path.
     pub contents: BTreeMap<String, Vec<u8>>,
+    /// The sha256 of its `MANIFEST.json` as read: one hash that names the whole checkpoint
+    /// (every file's hash is in it), for ranks that must agree they read the same one.
+    pub manifest_sha256: String,
 }
 
 impl Files {
@@ -392,6 +395,7 @@ pub fn read(dir: &Path) -> Result<Files> {
     Ok(Files {
         dir: dir.to_path_buf(),
         contents,
+        manifest_sha256: sha256_hex(&bytes),
     })
 }
 

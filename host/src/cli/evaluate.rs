@@ -95,12 +95,13 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
         out: Box::new(std::io::sink()),
         progress: false,
     };
+    // Dropped after the estimator, as in `run` (see there).
+    let mut held = None;
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
     let source = weights.path()?;
     if let Some(path) = &source {
         crate::system::weights::load(&mut estimator.network, path)?;
     }
-    let mut held = None;
     if let Some(membership) = &membership {
         // Each rank evaluates its share of every dataset; the traces reduce across ranks as
         // they do in a run's evaluation, so every rank ends with the numbers of the whole.
@@ -114,6 +115,9 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
         .evaluate(mode, epoch)
         .map_err(|error| super::run::own_failure(held.as_ref(), error))?;
     if !speaks {
+        if let Some(group) = &held {
+            group.ended_well();
+        }
         return Ok(());
     }
     let from = source.map_or_else(

@@ -18,6 +18,7 @@ mod again;
 mod diff;
 mod launch;
 mod recording;
+mod resume;
 mod run;
 pub use checks::{one_line_usage_error, stdout_failure};
 mod pipeline;

@@ -113,18 +113,16 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         out: Box::new(std::io::stdout()),
         progress: std::io::stdout().is_terminal(),
     };
-    let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
-    // Decided before the weights are touched: with `auto`, --load-weights is for a fresh start.
-    let resume_from =
-        match checkpoint::resume_request(args.resume.as_deref(), &manifest, args.smoke) {
-            Some(request) => checkpoint::resume_source(&manifest, request, quiet)?,
-            None => None,
-        };
-    if let (None, Some(path)) = (&resume_from, &args.load_weights) {
-        crate::system::weights::load(&mut estimator.network, path)?;
-    }
     // This rank's share of the process group, to tell the others should it fail by itself.
+    // Declared before the estimator so that it is dropped after it: the group's last holder
+    // then leaves it with no gradient hook still holding its connections open.
     let mut held = None;
+    let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
+    let request = checkpoint::resume_request(args.resume.as_deref(), &manifest, args.smoke);
+    let resume_options = crate::estimator::checkpointing::ResumeOptions {
+        allow_changes: args.allow_changes,
+        epochs: args.epochs,
+    };
     if let Some(membership) = &membership {
         // Before the rendezvous: a rank refusing the batch after it would leave the others
         // waiting on a store that is gone.
@@ -132,15 +130,31 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         (estimator.pipeline).share_cores(membership.local_world, &manifest);
         let group = join_group(membership, &manifest, device)?;
         held = Some(group.clone());
-        crate::estimator::same_checkpoint_on_every_rank(&group, resume_from.as_deref())?;
-        estimator.join(group, &manifest)?;
-    }
-    if let Some(path) = &resume_from {
-        let options = crate::estimator::checkpointing::ResumeOptions {
-            allow_changes: args.allow_changes,
-            epochs: args.epochs,
+        estimator.join_before_restore(group.clone(), &manifest)?;
+        // Rank 0 picks the checkpoint, every rank restores exactly it, and only then do the
+        // replicas take rank 0's weights: a broadcast before the restore would be undone by it.
+        let agreed = super::resume::agree(&group, &manifest, request, quiet)?;
+        let restored = match &agreed {
+            Some(files) => estimator
+                .resume_from_files(files, resume_options)
+                .and_then(|()| super::resume::announce(files, quiet)),
+            None => load_weights(&mut estimator, args.load_weights.as_deref()),
         };
-        checkpoint::resume(&mut estimator, path, options, quiet)?;
+        super::resume::together(&group, restored)?;
+        estimator
+            .take_rank_zero_weights(&group)
+            .map_err(|error| own_failure(held.as_ref(), error))?;
+    } else {
+        // Decided before the weights are touched: with `auto`, --load-weights is for a fresh
+        // start.
+        let resume_from = match request {
+            Some(request) => checkpoint::resume_source(&manifest, request, quiet)?,
+            None => None,
+        };
+        match &resume_from {
+            Some(path) => checkpoint::resume(&mut estimator, path, resume_options, quiet)?,
+            None => load_weights(&mut estimator, args.load_weights.as_deref())?,
+        }
     }
     if let Some(dir) = &smoke_dir {
         estimator.test = false;
@@ -213,6 +227,9 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         }
     }
     if !speaks {
+        if let (Ok(()), Some(group)) = (&outcome, &held) {
+            group.ended_well();
+        }
         // Saved weights, exports and summaries are rank 0's to write.
         return outcome;
     }
@@ -260,6 +277,14 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
     }
     outcome
+}
+
+/// `--load-weights`, for a run that starts fresh.
+fn load_weights(estimator: &mut Estimator, path: Option<&std::path::Path>) -> Result<()> {
+    match path {
+        Some(path) => crate::system::weights::load(&mut estimator.network, path).map(|_| ()),
+        None => Ok(()),
+    }
 }
 
 /// How the ranks of a stopped data-parallel run are started again, before `fe-host run`: by

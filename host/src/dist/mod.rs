@@ -81,6 +81,8 @@ extern "C" {
     fn fe_dist_barrier(group: *mut c_void, monitored: bool) -> *mut c_char;
     fn fe_dist_census(group: *mut c_void, wait_ms: i64, missing: *mut *mut c_char) -> *mut c_char;
     fn fe_dist_post_failure(group: *mut c_void, message: *const c_char) -> *mut c_char;
+    fn fe_dist_have_verdict(group: *mut c_void) -> *mut c_char;
+    fn fe_dist_linger(group: *mut c_void, wait_ms: i64) -> *mut c_char;
     fn fe_dist_posted_failure(
         group: *mut c_void,
         rank: c_int,
@@ -92,6 +94,11 @@ extern "C" {
 /// tells which rank is lost (live ranks see the same failure within moments of each other), at
 /// most: it comes out of the configured timeout (see [`census_wait`]).
 const CENSUS_WAIT: Duration = Duration::from_secs(5);
+
+/// How long the store's host, failed by itself, keeps the store up at most for the ranks it
+/// leaves to read why (each says when it has: see csrc/dist.cpp's `fe_dist_linger`). A peer
+/// in a collective reads it within moments; one mid-step, at its next collective.
+const LINGER: Duration = Duration::from_secs(30);
 
 /// The roll call's share of `timeout`: a quarter of it, at most [`CENSUS_WAIT`]. A collective
 /// waits for the rest, so a lost rank is named within the configured timeout, not after it.
@@ -179,6 +186,10 @@ pub struct ProcessGroup {
     timeout: Duration,
     /// Ends the process should a wait outlast the timeout anyway.
     watchdog: watchdog::Watchdog,
+    /// This process hosts the rendezvous store (rank 0 under `run --nproc`).
+    hosts_store: bool,
+    /// This rank posted a failure of its own (see [`ProcessGroup::post_failure`]).
+    failed_by_itself: bool,
 }
 
 // SAFETY: the c10d group is used from one thread at a time (&mut self on every collective);
@@ -247,6 +258,8 @@ impl ProcessGroup {
             census_wait,
             timeout,
             watchdog,
+            hosts_store: membership.hosts_store,
+            failed_by_itself: false,
         })
     }
 
@@ -332,13 +345,22 @@ impl ProcessGroup {
 
     /// Leaves `message`, this rank's own failure, where the other ranks look when their
     /// collectives fail (see [`ProcessGroup::posted_failure`]). Best effort: a store that is
-    /// gone has no reader left either.
-    pub fn post_failure(&self, message: &str) {
+    /// gone has no reader left either. The store's host keeps it up for them when it leaves
+    /// (see `Drop`).
+    pub fn post_failure(&mut self, message: &str) {
+        self.failed_by_itself = true;
         let Ok(message) = CString::new(message.replace('\0', " ")) else {
             return;
         };
         // SAFETY: `message` outlives the call; the shim catches every exception.
         let _ = crate::shim::check(unsafe { fe_dist_post_failure(self.handle, message.as_ptr()) });
+    }
+
+    /// Tells the store's host that this rank knows how the run ended for it (here: it ended
+    /// well), so that a host lingering after its own failure need not wait for it. Best effort.
+    pub fn have_verdict(&self) {
+        // SAFETY: only the handle crosses; the shim catches every exception.
+        let _ = crate::shim::check(unsafe { fe_dist_have_verdict(self.handle) });
     }
 
     /// The first rank that left its own failure on the store, `lost` ranks first, with it.
@@ -427,6 +449,14 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
+        if self.failed_by_itself && self.hosts_store {
+            // Dropped after the estimator (whose gradient hooks hold the backends), so the
+            // shim's leaving closes this rank's connections and the peers' waits fail now.
+            let wait = self.timeout.min(LINGER);
+            // SAFETY: only the handle crosses; the shim catches every exception.
+            let _ =
+                crate::shim::check(unsafe { fe_dist_linger(self.handle, wait.as_millis() as i64) });
+        }
         // Leaving waits for c10d's threads, which may be in a collective with a lost rank.
         let _watched = self.watchdog.arm("leaving the process group");
         // SAFETY: `handle` came from fe_dist_join and is freed exactly once.

@@ -112,6 +112,12 @@ impl SharedGroup {
         self.lock().post_failure(message);
     }
 
+    /// Says this rank ended well, for a store host that lingers after its own failure (see
+    /// [`ProcessGroup::have_verdict`]).
+    pub fn ended_well(&self) {
+        self.lock().have_verdict();
+    }
+
     /// How many collectives check mode compared on every rank (`None`: it is off).
     pub fn checked_collectives(&self) -> Option<u64> {
         self.check.then(|| self.sequence.load(Ordering::Relaxed))

@@ -15,7 +15,6 @@ pub mod lr_traces;
 mod metric_state;
 pub mod order;
 mod parallel;
-pub use parallel::same_checkpoint_on_every_rank;
 pub mod plugin_traces;
 mod progress;
 mod report;

@@ -5,8 +5,6 @@
 //! hooks. Only what is said here differs per rank: the share of each epoch's data a rank
 //! reads, the random state it draws from, and who writes files (rank 0).
 
-use std::path::Path;
-
 use tch::Tensor;
 
 use super::Estimator;
@@ -19,9 +17,17 @@ impl Estimator {
     /// epoch (`batch_size` stays the global batch), starts from rank 0's weights, averages
     /// gradients over the ranks, reduces metrics over them, and writes nothing unless it is
     /// rank 0. Call it after `pipeline.shard` (refused batch sizes end every rank before any
-    /// waits for another) and before resuming, so that a checkpoint's per-rank random state
-    /// wins.
+    /// waits for another). A run that resumes joins in two halves instead, around the restore:
+    /// [`Estimator::join_before_restore`], then [`Estimator::take_rank_zero_weights`].
     pub fn join(&mut self, group: SharedGroup, manifest: &Manifest) -> Result<()> {
+        self.join_before_restore(group.clone(), manifest)?;
+        self.take_rank_zero_weights(&group)
+    }
+
+    /// Everything of [`Estimator::join`] but the weights: the checks that the ranks run the
+    /// same manifest on the same data, the run id, and each rank's own random stream. Before
+    /// the restore, so that a checkpoint's per-rank random state wins over the seeding.
+    pub fn join_before_restore(&mut self, group: SharedGroup, manifest: &Manifest) -> Result<()> {
         let rank = group.rank();
         // Every rank reads the same manifest, so every rank refuses alike, before any waits.
         if let Some(op) = self
@@ -51,7 +57,6 @@ impl Estimator {
         if let Some(first) = ids.first() {
             self.checkpointing.run_id = String::from_utf8_lossy(first).into_owned();
         }
-        self.network.join(&group)?;
         for trace in &mut self.traces {
             trace.join(&group);
         }
@@ -62,6 +67,15 @@ impl Estimator {
             tch::manual_seed(crate::rng::mix(manifest.run.seed, rank as u64) as i64);
         }
         Ok(())
+    }
+}
+
+impl Estimator {
+    /// The second half of [`Estimator::join`]: every model takes rank 0's variables and from
+    /// now on averages its gradients over the ranks. After any restore, so that whatever a
+    /// rank restored, the replicas start from one set of weights.
+    pub fn take_rank_zero_weights(&mut self, group: &SharedGroup) -> Result<()> {
+        self.network.join(group)
     }
 }
 
@@ -203,63 +217,6 @@ pub(super) fn this_ranks_generator(saved: &[(String, Tensor)], rank: usize) -> O
     let own = format!("rank{rank}/cpu");
     let find = |name: &str| saved.iter().find(|(n, _)| n == name).map(|(_, t)| t);
     find(&own).or_else(|| (rank == 0).then(|| find("cpu")).flatten())
-}
-
-/// Refuses a data-parallel resume whose ranks would not all restore the same checkpoint: a
-/// checkpoint folder that is not really shared (each machine its own copy, one out of date), or
-/// a `latest` that moved between the ranks' reads. Each rank resolves `source` to the checkpoint
-/// it would load and fingerprints it (its `MANIFEST.json`, which lists every file's sha256);
-/// every rank sees every rank's answer, so all reach the same verdict, naming the first rank
-/// that differs from rank 0, its host, and both checkpoints. Call it after joining the group and
-/// before restoring.
-pub fn same_checkpoint_on_every_rank(group: &SharedGroup, source: Option<&Path>) -> Result<()> {
-    let mine = format!(
-        "{}\n{}",
-        crate::report::hostname(),
-        checkpoint_identity(source)
-    );
-    let all = group
-        .all_gather_bytes(mine.as_bytes())
-        .map_err(Error::Run)?;
-    let split = |bytes: &[u8]| {
-        let text = String::from_utf8_lossy(bytes).into_owned();
-        let (host, identity) = text.split_once('\n').unwrap_or(("?", &text));
-        (host.to_owned(), identity.to_owned())
-    };
-    let Some((first_host, first)) = all.first().map(|bytes| split(bytes)) else {
-        return Ok(());
-    };
-    for (rank, bytes) in all.iter().enumerate().skip(1) {
-        let (host, identity) = split(bytes);
-        if identity != first {
-            return Err(Error::Usage(format!(
-                "rank {rank} (on {host}) would resume from {identity}, but rank 0 (on {first_host}) from {first}: every rank must restore the same checkpoint (keep the checkpoint folder on a file system every node shares, at the same path)"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// What a rank would resume from, in words that differ when the checkpoints do.
-fn checkpoint_identity(source: Option<&Path>) -> String {
-    let Some(source) = source else {
-        return "nothing (a fresh start)".to_owned();
-    };
-    let dir = match crate::checkpoint::resolve(source) {
-        Ok(dir) => dir,
-        Err(error) => return format!("{} (which it cannot read: {error})", source.display()),
-    };
-    match std::fs::read(dir.join(crate::checkpoint::store::MANIFEST)) {
-        Ok(bytes) => format!(
-            "{} (MANIFEST.json sha256 {})",
-            dir.display(),
-            &crate::checkpoint::store::sha256_hex(&bytes)[..16]
-        ),
-        Err(error) => format!(
-            "{} (whose MANIFEST.json it cannot read: {error})",
-            dir.display()
-        ),
-    }
 }
 
 #[cfg(test)]

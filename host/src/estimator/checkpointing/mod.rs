@@ -95,7 +95,7 @@ fn safetensors_bytes(tensors: &[(String, Tensor)], file: &str) -> Result<Vec<u8>
 }
 
 impl Files {
-    fn parse_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T> {
+    pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T> {
         serde_json::from_slice(self.get(path)?).map_err(|e| Error::Checkpoint {
             path: self.dir.join(path),
             message: format!("is not what fe-host wrote: {e}"),

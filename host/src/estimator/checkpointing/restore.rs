@@ -21,10 +21,16 @@ impl Estimator {
     pub fn resume(&mut self, path: &Path, options: ResumeOptions) -> Result<PathBuf> {
         let dir = crate::checkpoint::resolve(path)?;
         let files = store::read(&dir)?;
-        let cursor = self.restore(&files, options)?;
-        self.checkpointing.resume = Some(cursor);
-        self.trial_event(TrialEvent::CheckpointLoad, &dir)?;
+        self.resume_from_files(&files, options)?;
         Ok(dir)
+    }
+
+    /// [`Estimator::resume`] from a checkpoint already read and verified: the ranks of a
+    /// data-parallel run restore the very files they compared, not a second read of them.
+    pub fn resume_from_files(&mut self, files: &Files, options: ResumeOptions) -> Result<()> {
+        let cursor = self.restore(files, options)?;
+        self.checkpointing.resume = Some(cursor);
+        self.trial_event(TrialEvent::CheckpointLoad, &files.dir)
     }
 
     /// Loads every file of a verified checkpoint into the run; returns its cursor.
