@@ -15,6 +15,7 @@ mod cli_errors;
 mod clipping;
 mod cluster_envs;
 mod console;
+mod detection;
 mod devices;
 mod dist;
 mod dist_checks;
@@ -26,8 +27,10 @@ mod evaluate;
 mod exports;
 #[cfg(feature = "cuda-tests")]
 mod gpu;
+mod image_saver;
 mod install;
 mod kill;
+mod label_tracker;
 mod launch;
 mod loading;
 mod metrics;

@@ -262,16 +262,22 @@ impl TraceAdapter {
                 TraceHook::EpochEnd => trace.on_epoch_end(ctx, data),
                 TraceHook::End => trace.on_end(ctx, data),
             },
-            TraceImpl::Metric(metric) => metric_hook(metric.as_mut(), hook, data),
+            TraceImpl::Metric(metric) => metric_hook(metric.as_mut(), hook, ctx, data),
         }
     }
 }
 
 /// A metric as a trace: reset per epoch, accumulate per batch, reduce at epoch end and write
 /// one value per output key (the keys come from the host as the trace's outputs).
-fn metric_hook(metric: &mut dyn Metric, hook: TraceHook, data: &mut TraceData<'_>) -> Result<()> {
+fn metric_hook(
+    metric: &mut dyn Metric,
+    hook: TraceHook,
+    ctx: &TraceContext<'_>,
+    data: &mut TraceData<'_>,
+) -> Result<()> {
     match hook {
         TraceHook::EpochBegin => metric.reset(),
+        TraceHook::EpochEnd => metric.on_epoch_end(ctx)?,
         TraceHook::BatchEnd => {
             let inputs: Vec<_> = (0..data.keys().count())
                 .map(|i| data.tensor(i))

@@ -93,8 +93,10 @@ pub(crate) extern "C" fn set_host_ffi(host: FfiHostRef) {
     set_host(host);
 }
 
-/// Sends `graphs` to the host as the summary graph `name`.
-pub(crate) fn add_graph(name: &str, graphs: &[Graph]) -> Result<()> {
+/// Sends `graphs` to the host as the summary graph `name`, as
+/// [`TraceContext::add_graph`](crate::TraceContext::add_graph) does, for code that runs in a
+/// hook but holds no context: a [`Metric`](crate::Metric)'s `reduce`.
+pub fn add_graph(name: &str, graphs: &[Graph]) -> Result<()> {
     let host = *HOST.read().unwrap_or_else(|poisoned| poisoned.into_inner());
     let add = host.map(|h| h.add_graph()).ok_or_else(|| {
         Error::msg(format!(

@@ -340,6 +340,13 @@ pub trait Metric: Send + 'static {
     fn partial(&self) -> Result<State>;
     /// Combines the partial states of every worker into the final values, one per output key.
     fn reduce(&self, partials: &[State]) -> Result<Vec<Value>>;
+    /// At each epoch end, on every worker, just before [`reduce`](Metric::reduce): the run
+    /// context, for metrics whose result depends on the mode or step (`LabelTracker` files a
+    /// summary graph per mode and step). A provided Rust method, adapted inside the plugin:
+    /// it changes no type that crosses the ABI.
+    fn on_epoch_end(&mut self, _ctx: &TraceContext<'_>) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A model architecture. Parameters and buffers are created on `ctx.device` at construction

@@ -118,6 +118,11 @@ impl Data {
         self.entries.iter().find(|e| e.key == key).map(|e| &e.value)
     }
 
+    /// Every entry, logged or not, in order of first write.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+
     /// Entries shown in logs.
     pub fn logged(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter().filter(|e| e.log)

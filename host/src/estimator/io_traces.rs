@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use tch::Tensor;
 
-use super::data::Data;
+use super::data::{Data, Logged};
 use super::traces::{Cx, HostTrace};
 use crate::error::Result;
 use crate::network::{Batch, KeyId};
 use crate::report::{
-    CsvLogger, EpochRow, EventWriter, InstanceId, InstanceRow, JsonlLogger, SampleValue,
+    tb_image, CsvLogger, EpochRow, EventWriter, InstanceId, InstanceRow, JsonlLogger, SampleValue,
 };
 
 /// The scalars of `data` worth a log row: every logged number, or only `monitor` keys.
@@ -321,7 +321,8 @@ pub struct TensorBoardConfig {
     pub log_dir: PathBuf,
 }
 
-/// Writes every logged scalar as a TensorBoard event, per mode, at the step it was logged.
+/// Writes every logged scalar as a TensorBoard event, per mode, at the step it was logged, and
+/// at epoch ends every image value (uint8 `[H, W, C]`, logged or not) as an image summary.
 pub struct TensorBoard {
     dir: PathBuf,
     writers: BTreeMap<String, EventWriter>,
@@ -339,7 +340,18 @@ impl TensorBoard {
     fn write(&mut self, cx: &Cx<'_>, flush: bool) -> Result<()> {
         let mode = cx.system.mode.map_or("train".to_owned(), |m| m.to_string());
         let values = scalars(cx.data, &None);
-        if values.is_empty() {
+        // Images (uint8 [H, W, C] values, see report::tb_image) only at epoch ends: a montage
+        // per batch would swamp the event file.
+        let images: Vec<_> = cx
+            .data
+            .entries()
+            .filter(|_| flush)
+            .filter_map(|e| match &e.value {
+                Logged::Tensor(t) if tb_image::is_image(t) => Some((e.key.as_str(), t)),
+                _ => None,
+            })
+            .collect();
+        if values.is_empty() && images.is_empty() {
             return Ok(());
         }
         let writer = match self.writers.entry(mode.clone()) {
@@ -351,6 +363,9 @@ impl TensorBoard {
         let step = cx.system.global_step;
         for (key, value) in &values {
             writer.add_scalar(key, step, *value)?;
+        }
+        for (key, tensor) in images {
+            writer.add_image(key, step, tb_image::summary_image(key, tensor)?)?;
         }
         if flush {
             writer.flush()?;

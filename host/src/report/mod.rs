@@ -17,6 +17,7 @@ pub mod plot;
 mod png_text;
 mod proto;
 mod sample_value;
+pub mod tb_image;
 pub mod tensorboard;
 
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ pub use jsonl::{instance_line, read_jsonl, InstanceId, InstanceRow, JsonlLogger}
 pub use plot::{render_svg, write_plot, PlotOptions, RunHistory};
 pub use proto::{crc32c, masked_crc32c};
 pub use sample_value::SampleValue;
-pub use tensorboard::{hostname, read_events, Event, EventWriter, SummaryValue};
+pub use tensorboard::{hostname, read_events, Event, EventWriter, SummaryImage, SummaryValue};
 
 use crate::error::{Error, Result};
 

@@ -72,6 +72,7 @@ impl EventWriter {
             .map(|(tag, value)| SummaryValue {
                 tag: tag.to_owned(),
                 simple_value: Some(value as f32),
+                image: None,
             })
             .collect();
         self.write_event(&Event {
@@ -79,6 +80,23 @@ impl EventWriter {
             step,
             file_version: None,
             values,
+        })
+    }
+
+    /// Records a PNG-encoded image for `tag` at `step` (TensorBoard's IMAGES tab).
+    pub fn add_image(&mut self, tag: &str, step: u64, image: SummaryImage) -> Result<()> {
+        let step = i64::try_from(step).map_err(|_| {
+            Error::Internal(format!("step {step} does not fit TensorBoard's int64"))
+        })?;
+        self.write_event(&Event {
+            wall_time: wall_time(),
+            step,
+            file_version: None,
+            values: vec![SummaryValue {
+                tag: tag.to_owned(),
+                simple_value: None,
+                image: Some(image),
+            }],
         })
     }
 
@@ -122,6 +140,57 @@ pub struct SummaryValue {
     pub tag: String,
     /// The scalar; `None` for non-scalar values (images, histograms, tensors).
     pub simple_value: Option<f32>,
+    /// An image (`Summary.Image`); `None` for other values.
+    pub image: Option<SummaryImage>,
+}
+
+/// `Summary.Image`: an encoded (PNG) image and its size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryImage {
+    /// Rows.
+    pub height: u32,
+    /// Columns.
+    pub width: u32,
+    /// 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA.
+    pub colorspace: u32,
+    /// The PNG file's bytes.
+    pub encoded: Vec<u8>,
+}
+
+impl SummaryImage {
+    fn encode(&self) -> Vec<u8> {
+        let mut image = Encoder::default();
+        image.int64(1, i64::from(self.height));
+        image.int64(2, i64::from(self.width));
+        image.int64(3, i64::from(self.colorspace));
+        image.bytes(4, &self.encoded);
+        image.buf
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let mut image = SummaryImage {
+            height: 0,
+            width: 0,
+            colorspace: 0,
+            encoded: Vec::new(),
+        };
+        let mut fields = Decoder::new(bytes);
+        while let Some((number, field)) = fields.next_field()? {
+            match (number, field) {
+                (1, Field::Varint(v)) => image.height = v as u32,
+                (2, Field::Varint(v)) => image.width = v as u32,
+                (3, Field::Varint(v)) => image.colorspace = v as u32,
+                (4, Field::Len(png)) => image.encoded = png.to_vec(),
+                (1..=4, other) => {
+                    return Err(format!(
+                        "Summary.Image field {number} has the wrong wire type ({other:?})"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(image)
+    }
 }
 
 impl Event {
@@ -140,6 +209,9 @@ impl Event {
                 encoded.bytes(1, value.tag.as_bytes());
                 if let Some(simple) = value.simple_value {
                     encoded.float(2, simple);
+                }
+                if let Some(image) = &value.image {
+                    encoded.bytes(4, &image.encode());
                 }
                 summary.bytes(1, &encoded.buf);
             }
@@ -191,13 +263,15 @@ fn decode_value(bytes: &[u8]) -> Result<SummaryValue, String> {
     let mut value = SummaryValue {
         tag: String::new(),
         simple_value: None,
+        image: None,
     };
     let mut fields = Decoder::new(bytes);
     while let Some((number, field)) = fields.next_field()? {
         match (number, field) {
             (1, Field::Len(tag)) => value.tag = utf8(tag, "tag")?,
             (2, Field::Fixed32(bits)) => value.simple_value = Some(f32::from_bits(bits)),
-            (1 | 2, other) => {
+            (4, Field::Len(image)) => value.image = Some(SummaryImage::decode(image)?),
+            (1 | 2 | 4, other) => {
                 return Err(format!(
                     "Summary.Value field {number} has the wrong wire type ({other:?})"
                 ))
@@ -401,7 +475,8 @@ mod tests {
             event.values,
             [SummaryValue {
                 tag: "image".into(),
-                simple_value: None
+                simple_value: None,
+                image: None,
             }]
         );
         let mut wrong = Encoder::default();

@@ -112,3 +112,16 @@ inventory::submit! {
         P,
     ])
 }
+
+inventory::submit! {
+    Registration::trace::<crate::ImageSaver>(
+        "ImageSaver",
+        "Montage PNG per epoch of the first samples' images, masks, labels and predictions (and a TensorBoard image)",
+    )
+    .default_mode("eval,test")
+    .fields(&[
+        Field::optional("samples", "integer", "4", "Rows: the epoch's first samples on rank 0"),
+        Field::optional("scale", "integer", "1", "Nearest-neighbour enlargement of image and mask cells"),
+        Field::optional("save_dir", "path", "\"images\"", "Where <mode>_epoch_<n>.png go, inside the run's output directory"),
+    ])
+}

@@ -1,7 +1,8 @@
 //! Metrics for fe-host, ported from FastEstimator's metric traces: `Accuracy`, `Precision`,
 //! `Recall`, `F1Score`, `ConfusionMatrix`, `MCC` and `Dice`; and `ROCAUC` and
 //! `ExpectedCalibrationError` (scikit-learn's and torchmetrics' definitions); and `BleuScore`
-//! (NLTK's corpus BLEU with FastEstimator's smoothing).
+//! (NLTK's corpus BLEU with FastEstimator's smoothing); `MeanAveragePrecision` (pycocotools'
+//! box mAP); and `LabelTracker`, FastEstimator's per-label summary of a per-sample value.
 //!
 //! Every metric accumulates per batch into an additive partial state (confusion counts, or
 //! per-channel fixed-point sums for Dice) and reduces the partial states of all workers
@@ -16,9 +17,12 @@ mod accuracy;
 mod bleu;
 mod calibration;
 mod classes;
+mod coco;
 mod confusion;
 mod confusion_matrix;
+mod detection;
 mod dice;
+mod label_tracker;
 mod mcc;
 mod roc_auc;
 mod scores;
@@ -29,7 +33,9 @@ pub use accuracy::Accuracy;
 pub use bleu::{BleuConfig, BleuScore};
 pub use calibration::{CalibrationConfig, CalibrationError, Norm};
 pub use confusion_matrix::{ConfusionMatrix, ConfusionMatrixConfig, Normalize};
+pub use detection::MeanAveragePrecision;
 pub use dice::{Dice, DiceConfig, Off, Threshold};
+pub use label_tracker::{Bounds, LabelTracker, LabelTrackerConfig};
 pub use mcc::{Mcc, MccConfig};
 pub use roc_auc::{AucAverage, RocAuc, RocAucConfig};
 pub use scores::{
@@ -177,6 +183,27 @@ inventory::submit! {
     .fields(&[
         Field::optional("n_gram", "integer", "4", "Largest n-gram order, uniformly weighted (BLEU-4)"),
     ])
+}
+
+inventory::submit! {
+    Registration::metric::<LabelTracker>(
+        "LabelTracker",
+        "Per-sample values (e.g. an unreduced loss) by label: mean ± std or min/max per label, a summary graph per label over epochs",
+    )
+    .default_mode("eval")
+    .fields(&[
+        Field::optional("label_mapping", "{name = integer}", "every label seen", "Only these labels, shown under these names"),
+        Field::optional("bounds", "\"std\" | \"range\" | [both] | \"none\"", "\"std\"", "Mean ± population std, and/or min and max per label"),
+    ])
+}
+
+inventory::submit! {
+    Registration::metric::<MeanAveragePrecision>(
+        "MeanAveragePrecision",
+        "COCO box mAP@[.5:.95] (and AP50, AP75) of [N, K, 6] detections against [N, M, 5] ground truth (pycocotools)",
+    )
+    .default_mode("eval,test")
+    .fields(&[])
 }
 
 fe_plugin_api::export_plugin!();
