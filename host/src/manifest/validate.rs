@@ -188,7 +188,7 @@ pub(super) fn validate(
             workers: raw.pipeline.workers.filter(|&w| w > 0),
             prefetch: raw.pipeline.prefetch.max(1),
             pin_memory: raw.pipeline.pin_memory,
-            cache: cache_dir(raw.pipeline.cache.as_ref(), &dir, problems),
+            cache: cache_dir(raw.pipeline.cache.as_ref(), dir, problems),
             data,
             ops: pipeline_ops,
         },

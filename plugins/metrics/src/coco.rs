@@ -216,7 +216,7 @@ mod tests {
             detections: vec![([10.0, 10.0, 20.0, 20.0], 1, 0.9)],
         };
         // Precision tp / (tp + fp + eps), as pycocotools computes it: 1 up to the eps.
-        for value in mean_average_precision(&[perfect.clone()]) {
+        for value in mean_average_precision(std::slice::from_ref(&perfect)) {
             assert!((value - 1.0).abs() < 1e-15, "{value}");
         }
         // A second, undetected ground truth: recall stops at 0.5, so 51 of 101 points.
