@@ -463,8 +463,9 @@ mod tests {
         enc.int64(2, -1);
         enc.bytes(6, b"a log message we do not read");
         let mut value = Encoder::default();
-        value.bytes(1, b"image");
-        value.bytes(4, b"png bytes");
+        value.bytes(1, b"histogram");
+        // Summary.Value.histo (field 5): a kind of value fe-host does not read.
+        value.bytes(5, b"histogram bytes");
         let mut summary = Encoder::default();
         summary.bytes(1, &value.buf);
         enc.bytes(5, &summary.buf);
@@ -474,7 +475,7 @@ mod tests {
         assert_eq!(
             event.values,
             [SummaryValue {
-                tag: "image".into(),
+                tag: "histogram".into(),
                 simple_value: None,
                 image: None,
             }]
