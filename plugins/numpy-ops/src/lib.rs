@@ -92,6 +92,7 @@ inventory::submit! {
 }
 inventory::submit! {
     Registration::numpy_op::<Concat>("Concat", "Flattens its inputs and joins them, in order, into one vector per sample (table columns into features)")
+    .fields(&[])
 }
 inventory::submit! {
     Registration::numpy_op::<ChannelTranspose>("ChannelTranspose", "Permutes each sample's axes (default HWC -> CHW)")
