@@ -128,6 +128,10 @@ fn readme_snippets_build() {
     let mut built = Vec::new();
     for block in readme.split("```toml").skip(1) {
         let block = block.split("```").next().unwrap();
+        // Trace snippets (`[[traces]]`, e.g. ImageSaver) are not ops.
+        if !block.contains("[[pipeline.ops]]") {
+            continue;
+        }
         let (mut name, mut keys, mut config) = (String::new(), Vec::new(), String::new());
         for line in block.lines().map(|l| l.split('#').next().unwrap().trim()) {
             let (key, value) = match line.split_once(" = ") {
