@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{classifier_ops, fe_host, lenet_manifest, run, run_failing, Run, TempDir};
+use crate::util::{
+    classifier_ops, copy_dir, fe_host, lenet_manifest, run, run_failing, Run, TempDir,
+};
 
 /// LeNet on the small digits: 3 epochs of 6 steps, a noisy augmentation in the pipeline and
 /// the network (so random state matters), checkpoints every 4 steps and every epoch.
@@ -251,19 +253,6 @@ fn damaged_or_foreign_checkpoints_are_refused_naming_the_file() {
         &[],
         "components.json: has 2 traces but this run has 3",
     );
-}
-
-pub(crate) fn copy_dir(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 #[test]

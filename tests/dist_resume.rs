@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::dist::{manifest, rank_command, spawn_ranks, spawn_ranks_each, wait_all, SGD};
-use crate::util::{fe_host, OutputWithin, Run, TempDir};
+use crate::util::{copy_dir, fe_host, OutputWithin, Run, TempDir};
 
 const CHECKPOINTS: &str = "\n[checkpoint]\ndir = \"ckpts\"\nevery_epochs = 1\n";
 
@@ -28,19 +28,6 @@ fn two_checkpoints(dir: &TempDir) -> (String, Vec<String>) {
     names.sort_by_key(|name| name.trim_start_matches("ckpt-").parse::<u64>().unwrap_or(0));
     assert_eq!(names.len(), 2, "{names:?}");
     (path, names)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// 2 ranks resuming `--resume latest` for a third epoch, rank 1 reading the checkpoint root

@@ -5,7 +5,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::util::{fe_host, lenet_manifest, root, run_failing, OutputWithin, Run, TempDir};
+use crate::util::{
+    copy_dir, fe_host, lenet_manifest, root, run_failing, OutputWithin, Run, TempDir,
+};
 
 /// LeNet on the small digits, 3 epochs of 6 steps, a checkpoint every 4 steps and every epoch
 /// (all kept), evaluation cut to 2 steps.
@@ -46,19 +48,6 @@ fn run_dir(dir: &TempDir, name: &str, text: &str) -> PathBuf {
 
 fn weights(dir: &Path) -> Vec<u8> {
     std::fs::read(dir.join("weights/lenet.safetensors")).unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[test]

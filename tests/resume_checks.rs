@@ -5,7 +5,8 @@ use std::path::Path;
 
 use tch::Tensor;
 
-use crate::checkpoints::{copy_dir, full_run, manifest, rehash, run_in};
+use crate::checkpoints::{full_run, manifest, rehash, run_in};
+use crate::util::copy_dir;
 use crate::util::{Run, TempDir};
 
 type Edit = fn(&mut Vec<(String, Tensor)>);

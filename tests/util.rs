@@ -646,3 +646,17 @@ fn venv_stdout(mut command: Command, what: &str) -> String {
     );
     stdout
 }
+
+/// Copies the tree `from` to `to` (made when missing), files and folders alike.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
