@@ -10,7 +10,8 @@
 //!
 //! `cargo build --workspace && cargo bench -p fe-host --bench resnet18 --profile dev`.
 //! Needs torchvision in `.venv` (scripts/test.sh installs it). Options (environment):
-//! FE_BENCH_STEPS (steps per round, default 20), FE_BENCH_ROUNDS (4), FE_BENCH_THREADS
+//! FE_BENCH_STEPS (steps per round, default 60: fe-host counts
+//! its pipeline start and first steps, which shorter rounds let show), FE_BENCH_ROUNDS (4), FE_BENCH_THREADS
 //! (libtorch threads on every side; default one per core), FE_BENCH_PROFILE=1 (also print
 //! torch.autograd.profiler's top ops of the eager and scripted python loops).
 
@@ -144,7 +145,7 @@ fn python_rate(dir: &Path, kind: &str, steps: usize, tuned: bool, profile: bool)
 }
 
 fn main() {
-    let steps = env_or("FE_BENCH_STEPS", 20);
+    let steps = env_or("FE_BENCH_STEPS", 60);
     let rounds = env_or("FE_BENCH_ROUNDS", 4);
     let profile = std::env::var("FE_BENCH_PROFILE").is_ok_and(|v| v == "1");
     let plugin_dir = prepare();

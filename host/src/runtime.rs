@@ -8,6 +8,34 @@ pub fn set_threads(threads: Option<u32>) -> i32 {
     tch::get_num_threads()
 }
 
+/// Keeps libtorch ops run on the calling thread (a pipeline worker's) on that thread.
+///
+/// libtorch parallelises with OpenMP, and each thread that opens a parallel region gets its
+/// own team of OpenMP threads, which stays alive, docked. Once the process holds more OpenMP
+/// threads than cores, libgomp stops spinning between parallel regions and parks its threads
+/// on a futex, so every region of the training step pays a wake-up: scripted resnet18 at
+/// batch 32 lost a quarter of its speed to that. PyTorch's DataLoader workers avoid it by
+/// being processes that call `torch.set_num_threads(1)`. `omp_set_num_threads` sets this
+/// thread's own value only (an OpenMP ICV), whereas `tch::set_num_threads` would also
+/// change libtorch's process-wide default. Without OpenMP in the process, nothing to do.
+pub fn keep_ops_on_this_thread() {
+    // libtorch sets a thread's OpenMP count once, lazily, at its first parallel call: have
+    // that happen now so it cannot undo the setting below.
+    tch::get_num_threads();
+    #[cfg(target_os = "linux")]
+    {
+        type SetNumThreads = unsafe extern "C" fn(libc::c_int);
+        // SAFETY: a lookup of a symbol by name in the already-loaded objects.
+        let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"omp_set_num_threads".as_ptr()) };
+        if !symbol.is_null() {
+            // SAFETY: omp_set_num_threads has this C signature in every OpenMP runtime.
+            let set: SetNumThreads = unsafe { std::mem::transmute(symbol) };
+            // SAFETY: sets an ICV of the calling thread; any positive count is valid.
+            unsafe { set(1) };
+        }
+    }
+}
+
 /// `run.deterministic` and `run.cudnn_benchmark`: deterministic algorithms everywhere (an op
 /// without a deterministic implementation then fails naming itself, and through fe-host's
 /// error path the plugin, op and step), or cuDNN autotuning. Asking for both is refused: the

@@ -57,6 +57,7 @@ impl<T: Send + 'static> OrderedPool<T> {
                 .name(format!("{name}-{worker}"))
                 .spawn(move || {
                     let _no_grad = tch::no_grad_guard();
+                    crate::runtime::keep_ops_on_this_thread();
                     for k in (first + worker..end).step_by(workers) {
                         if halt.load(Ordering::Relaxed) {
                             break;
@@ -130,5 +131,28 @@ impl<T> Drop for OrderedPool<T> {
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_run_libtorch_ops_single_threaded_and_leave_the_trainer_its_threads() {
+        tch::set_num_threads(2);
+        let job: Job<i32> = Arc::new(|_| Ok(Some(tch::get_num_threads())));
+        let mut pool = OrderedPool::start("fe-test", 0, Some(4), 2, 1, job).unwrap();
+        let seen: Vec<i32> = std::iter::from_fn(|| pool.next_result())
+            .collect::<Result<_>>()
+            .unwrap();
+        // A worker's own OpenMP team would count against the cores and make libgomp park the
+        // trainer's threads between parallel regions.
+        assert_eq!(seen, [1, 1, 1, 1]);
+        assert_eq!(
+            tch::get_num_threads(),
+            2,
+            "the caller keeps its thread count"
+        );
     }
 }

@@ -254,6 +254,7 @@ fn process(
                 let from = (start + t * per).min(end);
                 let to = (from + per).min(end);
                 scope.spawn(move || {
+                    crate::runtime::keep_ops_on_this_thread();
                     (from..to)
                         .map(|index| {
                             let mut sample = work.read_sample(index)?;
