@@ -26,6 +26,7 @@ mod exports;
 #[cfg(feature = "cuda-tests")]
 mod gpu;
 mod install;
+mod install_standalone;
 mod kill;
 mod launch;
 mod loading;
@@ -51,6 +52,7 @@ mod scheduling;
 mod slicing;
 mod stopping;
 mod super_loss;
+mod third_party;
 mod tokenize;
 mod torchscript;
 mod torchscript_checks;
