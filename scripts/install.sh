@@ -89,7 +89,11 @@ else
             copy_tree "$lib" "$home/nvidia/$package/lib"
         done
     fi
-    libtorch_note="copied, $(du -sch "$home/torch" "$home/nvidia" 2>/dev/null | tail -n 1 | cut -f 1) (hard links take no space)"
+    if [ "$(stat -c %h "$home/torch/lib/libtorch_cpu.so")" -gt 1 ]; then
+        libtorch_note="hard-linked from $torch_src, no extra space"
+    else
+        libtorch_note="copied, $(du -sch "$home/torch" "$home/nvidia" 2>/dev/null | tail -n 1 | cut -f 1)"
+    fi
 fi
 
 share="$prefix/share/fe-host"
