@@ -3,7 +3,9 @@
 //! Nothing in fe-host calls into libtorch_cuda directly, so with the default `--as-needed` the
 //! linker drops it and CUDA silently disappears at run time (libtorch then reports no CUDA
 //! device even on a GPU machine). We link it with `--no-as-needed`, and add an absolute rpath
-//! to the libtorch we built against so the binary runs without LD_LIBRARY_PATH.
+//! to the libtorch we built against so the binary runs without LD_LIBRARY_PATH. Before it
+//! comes the installed layout's `$ORIGIN/../lib/fe-host/torch/lib` (scripts/install.sh copies
+//! libtorch there), so an installed fe-host keeps running when the checkout is gone.
 use std::path::Path;
 
 fn main() {
@@ -11,6 +13,7 @@ fn main() {
         println!("cargo:warning=torch-sys did not report its libtorch directory; no rpath added");
         return;
     };
+    println!("cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN/../lib/fe-host/torch/lib");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
     let cuda = Path::new(&lib_dir).join("libtorch_cuda.so");
     println!("cargo:rerun-if-changed={}", cuda.display());

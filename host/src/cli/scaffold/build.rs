@@ -51,10 +51,34 @@ fn plugin_root() -> Result<PathBuf> {
         })
 }
 
-/// The libtorch this fe-host was built against (its root, above `lib/`).
+/// The directory above the fe-host executable's: `PREFIX` installed, `target` in a checkout.
+fn install_root() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.to_path_buf())
+}
+
+/// The libtorch this fe-host was built against (its root, above `lib/` and `include/`): the
+/// copy an install carries (`PREFIX/lib/fe-host/torch`, see scripts/install.sh), else the one
+/// the build used. The installed copy comes first so that an install never depends on the
+/// checkout it came from.
 pub fn libtorch_root() -> PathBuf {
+    if let Some(installed) = install_root()
+        .map(|root| root.join("lib/fe-host/torch"))
+        .filter(|torch| torch.join("lib").is_dir() && torch.join("include").is_dir())
+    {
+        return installed;
+    }
     let lib = PathBuf::from(env!("FE_LIBTORCH_LIB"));
     lib.parent().map_or_else(|| lib.clone(), Path::to_path_buf)
+}
+
+/// The fe-plugin-api sources new plugins depend on: an install's
+/// (`PREFIX/share/fe-host/plugin-api`), else the checkout's this fe-host was built from.
+pub fn plugin_api_source() -> PathBuf {
+    install_root()
+        .map(|root| root.join("share/fe-host/plugin-api"))
+        .filter(|api| api.join("Cargo.toml").is_file())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugin-api"))
 }
 
 /// Builds, checks and installs; returns the installed file.

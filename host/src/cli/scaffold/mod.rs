@@ -87,8 +87,8 @@ pub struct NewPluginArgs {
     /// Where to create the crate (default: `./NAME`); must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// The fe-plugin-api source to depend on (default: the checkout this fe-host was built
-    /// from).
+    /// The fe-plugin-api source to depend on (default: the installed one,
+    /// `PREFIX/share/fe-host/plugin-api`, else the checkout this fe-host was built from).
     #[arg(long, value_name = "PATH")]
     pub plugin_api: Option<PathBuf>,
 }
@@ -108,7 +108,7 @@ pub fn new_plugin(args: &NewPluginArgs) -> Result<PathBuf> {
     }
     let plugin_api = match &args.plugin_api {
         Some(path) => path.clone(),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugin-api"),
+        None => build::plugin_api_source(),
     };
     let plugin_api = plugin_api
         .canonicalize()
@@ -182,7 +182,7 @@ fn component_name(crate_name: &str) -> std::result::Result<String, String> {
 
 fn files(args: &NewPluginArgs, component: &str, plugin_api: &Path) -> Vec<(&'static str, String)> {
     let lib_name = args.name.replace('-', "_");
-    let libtorch = PathBuf::from(env!("FE_LIBTORCH_LIB"));
+    let libtorch = build::libtorch_root().join("lib");
     let torch_root = build::libtorch_root().display().to_string();
     // Shared with every plugin (and pre-built by setup): a new crate compiles only itself.
     let target_dir = match build::shared_target_dir() {
