@@ -9,34 +9,17 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::util::{ensure_plugins, lenet_manifest, plugin_dir, root, Run};
+use crate::util::{copy_dir_except, ensure_plugins, lenet_manifest, plugin_dir, root, Run};
 
-/// What a checkout copy leaves out: build outputs, the VCS, and the (generated) data; its
-/// libtorch is a link to the same torch package, as `scripts/env.sh` makes it.
-const NOT_COPIED: [&str; 5] = ["target", ".git", ".venv", ".libtorch", "data"];
+/// What a checkout copy leaves out: build outputs (the plugins' own too), the VCS, the runs
+/// and the (generated) data; its libtorch is a link to the same torch package, as
+/// `scripts/env.sh` makes it.
+const NOT_COPIED: [&str; 6] = ["target", ".git", ".venv", ".libtorch", "data", "runs"];
 
 fn copy_checkout(to: &Path) {
-    copy_dir(&root(), to, &NOT_COPIED);
+    copy_dir_except(&root(), to, &NOT_COPIED);
     let torch = root().join(".libtorch").canonicalize().expect(".libtorch");
     std::os::unix::fs::symlink(torch, to.join(".libtorch")).expect("link .libtorch");
-}
-
-fn copy_dir(from: &Path, to: &Path, skip: &[&str]) {
-    std::fs::create_dir_all(to).expect("copy dir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let name = entry.file_name();
-        if skip.iter().any(|s| name == *s) {
-            continue;
-        }
-        let kind = entry.file_type().expect("file type");
-        if kind.is_dir() {
-            // Plugins' own build outputs, if any.
-            copy_dir(&entry.path(), &to.join(&name), &["target"]);
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), to.join(&name)).expect("copy file");
-        }
-    }
 }
 
 fn run(command: &mut Command) -> Run {
@@ -91,8 +74,14 @@ fn an_install_works_after_its_checkout_is_deleted() {
             .lines()
             .find(|l| l.trim_start().starts_with(lib))
             .unwrap_or_else(|| panic!("{lib} not in ldd's output:\n{}", ldd.stdout));
-        assert!(
-            line.contains(&*torch_lib.to_string_lossy()),
+        // `libx.so => PATH (0x...)`, PATH as the rpath spells it (`bin/../lib/...`).
+        let found = line
+            .split_once("=> ")
+            .and_then(|(_, rest)| rest.split_once(" ("))
+            .map(|(path, _)| Path::new(path).canonicalize().expect("ldd's path"));
+        assert_eq!(
+            found,
+            Some(torch_lib.join(lib).canonicalize().expect("prefix lib")),
             "{lib} does not come from the prefix: {line}"
         );
     }
@@ -141,12 +130,8 @@ fn an_install_works_after_its_checkout_is_deleted() {
         "install-standalone: the new plugin's build took {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    assert_contains!(
-        out.stdout,
-        prefix
-            .join("lib/fe-host/plugins/libstandalone_op.so")
-            .to_string_lossy()
-    );
+    let installed = prefix.join("lib/fe-host/plugins/libstandalone_op.so");
+    assert_contains!(out.stdout, installed.to_string_lossy());
     let out = run(fe_host().args(["plugins", "show", "StandaloneOp"]));
     assert_contains!(out.stdout, "StandaloneOp");
 }

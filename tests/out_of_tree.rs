@@ -80,6 +80,15 @@ fn api_copy(
     version: &str,
     patch: Option<(&str, &str, &str)>,
 ) -> Vec<(&'static str, String)> {
+    api_copy_patched(package, version, patch.as_slice())
+}
+
+/// [`api_copy`] with every `(file, from, to)` of `patches` applied.
+pub(crate) fn api_copy_patched(
+    package: &str,
+    version: &str,
+    patches: &[(&str, &str, &str)],
+) -> Vec<(&'static str, String)> {
     let api = root().join("plugin-api");
     // plugin-api's own manifest, renamed: it must build outside fe-host's workspace.
     let real = read(&api.join("Cargo.toml"));
@@ -108,7 +117,7 @@ fn api_copy(
             format!("src/{}", path.file_name().expect("name").to_string_lossy()).into_boxed_str(),
         );
         let mut text = read(&path);
-        if let Some((file, from, to)) = patch {
+        for (file, from, to) in patches {
             if name.ends_with(file) {
                 assert!(
                     text.contains(from),
@@ -126,6 +135,23 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).expect("read source")
 }
 
+/// A plugin with one tensor op, `Identity`.
+pub(crate) const IDENTITY_LIB: &str = r#"use fe_plugin_api::tch::Tensor;
+use fe_plugin_api::{inventory, CreateContext, FromConfig, NoConfig, Registration, Result, StepContext, TensorOp};
+pub struct Identity;
+impl FromConfig for Identity {
+    type Config = NoConfig;
+    fn from_config(_: NoConfig, _: &CreateContext<'_>) -> Result<Self> { Ok(Identity) }
+}
+impl TensorOp for Identity {
+    fn forward(&mut self, x: &[&Tensor], _: &StepContext<'_>) -> Result<Vec<Tensor>> {
+        Ok(x.iter().map(|t| t.shallow_clone()).collect())
+    }
+}
+inventory::submit! { Registration::tensor_op::<Identity>("Identity", "Passes its inputs through") }
+fe_plugin_api::export_plugin!();
+"#;
+
 /// The Identity plugin `<api_dir>-plugin`, built against the fe-plugin-api copy in
 /// `../<api_dir>` whose package is `api_package`.
 fn fixture_plugin(api_dir: &str, api_package: &str) -> Vec<(&'static str, String)> {
@@ -142,22 +168,10 @@ crate-type = ["cdylib"]
 fe-plugin-api = {{ package = "{api_package}", path = "../{api_dir}" }}
 "#
     );
-    let lib = r#"use fe_plugin_api::tch::Tensor;
-use fe_plugin_api::{inventory, CreateContext, FromConfig, NoConfig, Registration, Result, StepContext, TensorOp};
-pub struct Identity;
-impl FromConfig for Identity {
-    type Config = NoConfig;
-    fn from_config(_: NoConfig, _: &CreateContext<'_>) -> Result<Self> { Ok(Identity) }
-}
-impl TensorOp for Identity {
-    fn forward(&mut self, x: &[&Tensor], _: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        Ok(x.iter().map(|t| t.shallow_clone()).collect())
-    }
-}
-inventory::submit! { Registration::tensor_op::<Identity>("Identity", "Passes its inputs through") }
-fe_plugin_api::export_plugin!();
-"#;
-    vec![("Cargo.toml", cargo), ("src/lib.rs", lib.to_owned())]
+    vec![
+        ("Cargo.toml", cargo),
+        ("src/lib.rs", IDENTITY_LIB.to_owned()),
+    ]
 }
 
 /// Builds the two incompatible plugins together; returns (version mismatch, layout mismatch).

@@ -221,22 +221,10 @@ crate-type = ["cdylib"]
 fe-plugin-api = {{ path = "../fe-plugin-api" }}
 "#
     );
-    let lib = r#"use fe_plugin_api::tch::Tensor;
-use fe_plugin_api::{inventory, CreateContext, FromConfig, NoConfig, Registration, Result, StepContext, TensorOp};
-pub struct Identity;
-impl FromConfig for Identity {
-    type Config = NoConfig;
-    fn from_config(_: NoConfig, _: &CreateContext<'_>) -> Result<Self> { Ok(Identity) }
-}
-impl TensorOp for Identity {
-    fn forward(&mut self, x: &[&Tensor], _: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        Ok(x.iter().map(|t| t.shallow_clone()).collect())
-    }
-}
-inventory::submit! { Registration::tensor_op::<Identity>("Identity", "Passes its inputs through") }
-fe_plugin_api::export_plugin!();
-"#;
-    vec![("Cargo.toml", cargo), ("src/lib.rs", lib.to_owned())]
+    vec![
+        ("Cargo.toml", cargo),
+        ("src/lib.rs", crate::out_of_tree::IDENTITY_LIB.to_owned()),
+    ]
 }
 
 /// A host built against fe-plugin-api 0.1.0: loads the plugin named on its command line,

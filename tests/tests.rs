@@ -24,6 +24,7 @@ mod dist_refusals;
 mod dist_resume;
 mod dist_uneven;
 mod evaluate;
+mod evolution;
 mod exports;
 #[cfg(feature = "cuda-tests")]
 mod gpu;

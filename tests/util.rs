@@ -649,13 +649,22 @@ fn venv_stdout(mut command: Command, what: &str) -> String {
 
 /// Copies the tree `from` to `to` (made when missing), files and folders alike.
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    copy_dir_except(from, to, &[]);
+}
+
+/// `copy_dir` leaving out every entry, at any depth, named in `skip`, and symbolic links.
+pub fn copy_dir_except(from: &std::path::Path, to: &std::path::Path, skip: &[&str]) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
+        if skip.iter().any(|s| entry.file_name() == *s) {
+            continue;
+        }
         let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            copy_dir_except(&entry.path(), &target, skip);
+        } else if kind.is_file() {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
