@@ -15,6 +15,8 @@ struct Case {
     data: &'static str,
     /// The evaluation file the model's input key is read from, under `data/<data>/`.
     input_file: &'static str,
+    /// Writes `input_file` into `data/<data>/` when the data set has no such file.
+    make_input: Option<fn(&Path)>,
     /// Text replacements in the manifest (smaller widths).
     edits: &'static [(&'static str, &'static str)],
     /// The model's name in the manifest.
@@ -70,6 +72,9 @@ fn trained(dir: &TempDir, case: &Case) -> PathBuf {
         text = text.replace(from, to);
     }
     std::fs::write(&manifest, text).unwrap();
+    if let Some(make) = case.make_input {
+        make(&dir.path().join("data").join(case.data));
+    }
     ok(
         fe_host()
             .current_dir(dir.path())
@@ -201,6 +206,7 @@ fn lenet_exports_to_torchscript_and_onnx_matching_predict() {
         example: "lenet",
         data: "digits",
         input_file: "eval-images-idx3-ubyte",
+        make_input: None,
         edits: &[],
         model: "lenet",
         keys: ("x", "y_pred"),
@@ -214,6 +220,7 @@ fn resnet9_exports_to_torchscript_and_onnx_matching_predict() {
         example: "resnet9",
         data: "cifar",
         input_file: CIFAR,
+        make_input: None,
         edits: &[("width = 16", "width = 8")],
         model: "resnet9",
         keys: ("x", "y_pred"),
@@ -230,6 +237,7 @@ fn resnet18_exports_to_torchscript_and_onnx_matching_predict() {
         example: "resnet18",
         data: "cifar",
         input_file: CIFAR,
+        make_input: None,
         edits: &[("width = 16", "width = 8")],
         model: "resnet18",
         keys: ("x", "y_pred"),
@@ -243,6 +251,7 @@ fn resnet34_exports_to_torchscript_and_onnx_matching_predict() {
         example: "resnet34",
         data: "cifar",
         input_file: CIFAR,
+        make_input: None,
         edits: &[("width = 16", "width = 8")],
         model: "resnet34",
         keys: ("x", "y_pred"),
@@ -256,6 +265,7 @@ fn resnet50_exports_to_torchscript_and_onnx_matching_predict() {
         example: "resnet50",
         data: "cifar",
         input_file: CIFAR,
+        make_input: None,
         edits: &[("width = 16", "width = 8")],
         model: "resnet50",
         keys: ("x", "y_pred"),
@@ -269,6 +279,7 @@ fn wideresnet_exports_to_torchscript_and_onnx_matching_predict() {
         example: "wideresnet",
         data: "cifar",
         input_file: CIFAR,
+        make_input: None,
         edits: &[("widen_factor = 2", "widen_factor = 1")],
         model: "wrn",
         keys: ("x", "y_pred"),
@@ -285,6 +296,7 @@ fn unet_exports_to_torchscript_and_onnx_matching_predict() {
         example: "unet",
         data: "masks",
         input_file: "eval-images.idx",
+        make_input: None,
         edits: &[],
         model: "unet",
         keys: ("image", "mask_pred"),
@@ -301,6 +313,7 @@ fn transformer_exports_to_torchscript_and_onnx_matching_predict() {
         example: "transformer",
         data: "tokens",
         input_file: "eval-tokens.idx",
+        make_input: None,
         edits: &[],
         model: "transformer",
         keys: ("x", "y_pred"),
@@ -317,6 +330,7 @@ fn lstm_exports_to_torchscript_and_onnx_matching_predict() {
         example: "lstm",
         data: "tokens",
         input_file: "eval-tokens.idx",
+        make_input: None,
         edits: &[],
         model: "lstm",
         keys: ("x", "y_pred"),
@@ -324,6 +338,26 @@ fn lstm_exports_to_torchscript_and_onnx_matching_predict() {
             "LSTMClassifier",
             r#"{"vocab": 64, "classes": 4, "embed": 32, "hidden": 64}"#,
         )),
+    });
+}
+
+/// 8 noise vectors for the DCGAN generator, as its pipeline's `Noise` op draws them.
+fn write_noise(dir: &Path) {
+    let noise = tch::Tensor::randn([8, 100], (tch::Kind::Float, tch::Device::Cpu));
+    noise.write_npy(dir.join("noise.npy")).unwrap();
+}
+
+#[test]
+fn dcgan_generator_exports_to_torchscript_and_onnx_matching_predict() {
+    exports_match_predict(&Case {
+        example: "dcgan",
+        data: "digits",
+        input_file: "noise.npy",
+        make_input: Some(write_noise),
+        edits: &[],
+        model: "generator",
+        keys: ("z", "x_fake"),
+        reference: Some(("DCGANGenerator", "{}")),
     });
 }
 
@@ -340,6 +374,7 @@ fn onnx_without_python_is_refused_and_torchscript_needs_none() {
         example: "lenet",
         data: "digits",
         input_file: "",
+        make_input: None,
         edits: &[],
         model: "lenet",
         keys: ("x", "y_pred"),

@@ -1,5 +1,6 @@
 //! Model architectures for fe-host: FastEstimator's `LeNet` and a configurable `MLP`, and the
-//! zoo (ResNet9, ResNet-18/34/50, WideResNet, UNet, Transformer and LSTM classifiers) whose
+//! zoo (ResNet9, ResNet-18/34/50, WideResNet, UNet, Transformer and LSTM classifiers, DCGAN's
+//! generator and discriminator) whose
 //! variables are named as their PyTorch references' `state_dict`.
 
 use fe_plugin_api::tch::{nn, nn::Module, Tensor};
@@ -8,6 +9,7 @@ use fe_plugin_api::{
     Result,
 };
 
+mod dcgan;
 mod input;
 mod layers;
 mod lenet;
@@ -20,6 +22,7 @@ mod unet;
 mod wideresnet;
 mod zoo;
 
+pub use dcgan::{Discriminator, Generator};
 pub use lenet::{LeNet, LeNetConfig};
 pub use lstm::{LstmClassifier, LstmConfig};
 pub use mlp::{Mlp, MlpConfig};

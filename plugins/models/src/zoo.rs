@@ -4,9 +4,10 @@
 
 use fe_plugin_api::tch::Tensor;
 use fe_plugin_api::{
-    inventory, CreateContext, Error, Field, FromConfig, Model, Registration, Result,
+    inventory, CreateContext, Error, Field, FromConfig, Model, NoConfig, Registration, Result,
 };
 
+use crate::dcgan::{Discriminator, Generator};
 use crate::lstm::{LstmClassifier, LstmConfig};
 use crate::resnet::{Depth, ResNet, ResNetConfig, LAYERS as RESNET_LAYERS};
 use crate::resnet9::{ResNet9, ResNet9Config};
@@ -108,6 +109,21 @@ inventory::submit! {
     ])
 }
 
+inventory::submit! {
+    Registration::model::<Generator>(
+        "DCGANGenerator",
+        "FastEstimator's DCGAN generator: noise [B, 100] to 28x28 images in [-1, 1]",
+    )
+    .fields(&[])
+}
+inventory::submit! {
+    Registration::model::<Discriminator>(
+        "DCGANDiscriminator",
+        "FastEstimator's DCGAN discriminator: 28x28 images to one logit",
+    )
+    .fields(&[])
+}
+
 /// Implements `FromConfig` and `Model` for an architecture whose `run(x, train)` gives its
 /// one output.
 macro_rules! single_output_model {
@@ -151,6 +167,18 @@ single_output_model!(
     UNetConfig,
     |vs, config| UNet::new(vs, config),
     |model, x, _train| model.run(x)
+);
+single_output_model!(
+    Generator,
+    NoConfig,
+    |vs, _config| Ok(Generator::new(vs)),
+    |model, x, train| model.run(x, train)
+);
+single_output_model!(
+    Discriminator,
+    NoConfig,
+    |vs, _config| Ok(Discriminator::new(vs)),
+    |model, x, train| model.run(x, train)
 );
 single_output_model!(
     LstmClassifier,
