@@ -270,3 +270,104 @@ fn a_corrupt_or_truncated_shard_is_named_with_its_member() {
     assert!(error.contains("s-007.tar"), "{error}");
     assert!(error.contains("after member `s007-0.txt`"), "{error}");
 }
+
+/// A training run over the shards, SIGKILLed mid-epoch after a checkpoint and resumed with
+/// `--resume`, ends with the weights of the same run never interrupted, bit for bit: the
+/// checkpoint carries the epoch's shard order, the shuffle buffer's draws and each worker's
+/// position.
+#[test]
+fn a_run_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run() {
+    use std::io::BufRead;
+    let dir = shards();
+    let urls = format!("{}/s-{{000..039}}.tar", dir.path().display());
+    // 180 samples, batch 4: 45 steps an epoch; a checkpoint every 5 steps.
+    let text = format!(
+        "[run]\nepochs = 2\nseed = 5\nlog_steps = 1\n\n[pipeline]\nbatch_size = 4\nworkers = 2\n\n\
+         [pipeline.data.train]\ntype = \"webdataset\"\nurls = \"{urls}\"\nshuffle_buffer = 8\n\
+         keys = {{ cls = \"y\", npy = \"x\" }}\n\n\
+         [[models]]\nname = \"mlp\"\narchitecture = \"MLP\"\ninputs = 2\nhidden = [8]\n\
+         classes = 180\noptimizer = {{ type = \"sgd\", lr = 0.0001 }}\n\n\
+         [[network.ops]]\nop = \"ModelOp\"\nmodel = \"mlp\"\ninputs = \"x\"\noutputs = \"y_pred\"\n\n\
+         [[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce\"\n\
+         from_logits = true\n\n\
+         [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"mlp\"\nloss = \"ce\"\n\n\
+         [checkpoint]\ndir = \"ckpt\"\nevery_steps = 5\n"
+    );
+    let run_in = |name: &str| {
+        let at = dir.path().join(name);
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(at.join("m.toml"), &text).unwrap();
+        let mut command = crate::util::fe_host();
+        command.current_dir(&at).args([
+            "run",
+            "m.toml",
+            "--save-weights",
+            "weights",
+            "--threads",
+            "1",
+        ]);
+        (at, command)
+    };
+    let weights = |at: &Path| std::fs::read(at.join("weights/mlp.safetensors")).unwrap();
+
+    let (reference, mut command) = run_in("reference");
+    let out = command.arg("-q").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (killed, mut command) = run_in("killed");
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let done = crate::util::watchdog(child.id(), 300);
+    let stdout = child.stdout.take().unwrap();
+    // Step 12 is logged after the checkpoint at step 10: the kill lands mid-epoch, with a
+    // checkpoint inside the epoch to resume from.
+    for line in std::io::BufReader::new(stdout).lines() {
+        if line.unwrap().contains("train: step: 12;") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = done.send(());
+    assert!(!killed.join("weights").exists(), "the killed run finished");
+    let out = crate::util::fe_host()
+        .current_dir(&killed)
+        .args([
+            "run",
+            "m.toml",
+            "--save-weights",
+            "weights",
+            "--threads",
+            "1",
+        ])
+        .arg("--resume")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // From inside epoch 1 (step 10 or later), not from the start.
+    let resumed = stdout
+        .lines()
+        .find(|l| l.starts_with("fe-host resume: "))
+        .unwrap_or_else(|| panic!("no resume line:\n{stdout}"));
+    assert_contains!(resumed, "epoch 1");
+    assert!(
+        !stdout.contains("train: step: 1;"),
+        "the resumed run started over:\n{stdout}"
+    );
+    assert!(
+        weights(&killed) == weights(&reference),
+        "the resumed run's weights differ from the uninterrupted run's"
+    );
+}
