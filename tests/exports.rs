@@ -25,6 +25,8 @@ struct Case {
     keys: (&'static str, &'static str),
     /// The PyTorch reference (tests/fixtures/zoo_reference.py) and its arguments, if any.
     reference: Option<(&'static str, &'static str)>,
+    /// The largest difference allowed between `predict` and the `.pt` in PyTorch.
+    torchscript_tolerance: f64,
 }
 
 fn python() -> PathBuf {
@@ -169,7 +171,7 @@ fn exports_match_predict(case: &Case) {
     assert_eq!(report["onnx_shape"], report["shape"], "{report}");
     let torchscript = report["torchscript"].as_f64().unwrap();
     assert!(
-        torchscript <= 1e-5,
+        torchscript <= case.torchscript_tolerance,
         "{}: TorchScript {report}",
         case.example
     );
@@ -211,6 +213,7 @@ fn lenet_exports_to_torchscript_and_onnx_matching_predict() {
         model: "lenet",
         keys: ("x", "y_pred"),
         reference: None,
+        torchscript_tolerance: 1e-5,
     });
 }
 
@@ -228,6 +231,7 @@ fn resnet9_exports_to_torchscript_and_onnx_matching_predict() {
             "ResNet9",
             r#"{"input_shape": [3, 32, 32], "classes": 10, "width": 8}"#,
         )),
+        torchscript_tolerance: 1e-5,
     });
 }
 
@@ -242,6 +246,7 @@ fn resnet18_exports_to_torchscript_and_onnx_matching_predict() {
         model: "resnet18",
         keys: ("x", "y_pred"),
         reference: Some(("ResNet18", r#"{"classes": 10, "width": 8}"#)),
+        torchscript_tolerance: 1e-5,
     });
 }
 
@@ -256,6 +261,7 @@ fn resnet34_exports_to_torchscript_and_onnx_matching_predict() {
         model: "resnet34",
         keys: ("x", "y_pred"),
         reference: Some(("ResNet34", r#"{"classes": 10, "width": 8}"#)),
+        torchscript_tolerance: 1e-5,
     });
 }
 
@@ -270,6 +276,7 @@ fn resnet50_exports_to_torchscript_and_onnx_matching_predict() {
         model: "resnet50",
         keys: ("x", "y_pred"),
         reference: Some(("ResNet50", r#"{"classes": 10, "width": 8}"#)),
+        torchscript_tolerance: 1e-5,
     });
 }
 
@@ -287,6 +294,7 @@ fn wideresnet_exports_to_torchscript_and_onnx_matching_predict() {
             "WideResNet",
             r#"{"depth": 16, "widen_factor": 1, "classes": 10}"#,
         )),
+        torchscript_tolerance: 1e-5,
     });
 }
 
@@ -304,6 +312,7 @@ fn unet_exports_to_torchscript_and_onnx_matching_predict() {
             "UNet",
             r#"{"input_shape": [3, 32, 32], "output_channel": 1, "width": 8}"#,
         )),
+        torchscript_tolerance: 1e-5,
     });
 }
 
@@ -321,6 +330,7 @@ fn transformer_exports_to_torchscript_and_onnx_matching_predict() {
             "TransformerClassifier",
             r#"{"vocab": 64, "classes": 4, "d_model": 32, "heads": 4, "layers": 2, "ff": 64, "max_len": 32, "dropout": 0.1}"#,
         )),
+        torchscript_tolerance: 1e-5,
     });
 }
 
@@ -338,12 +348,25 @@ fn lstm_exports_to_torchscript_and_onnx_matching_predict() {
             "LSTMClassifier",
             r#"{"vocab": 64, "classes": 4, "embed": 32, "hidden": 64}"#,
         )),
+        torchscript_tolerance: 1e-5,
     });
 }
 
-/// 8 noise vectors for the DCGAN generator, as its pipeline's `Noise` op draws them.
+/// 8 noise vectors for the DCGAN generator, roughly standard normal (a sum of four uniform
+/// draws), the same in every run: the global generator's draws would depend on which tests
+/// ran first in this process.
 fn write_noise(dir: &Path) {
-    let noise = tch::Tensor::randn([8, 100], (tch::Kind::Float, tch::Device::Cpu));
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut uniform = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let values: Vec<f32> = (0..8 * 100)
+        .map(|_| ((0..4).map(|_| uniform()).sum::<f64>() - 2.0) as f32 * 1.732)
+        .collect();
+    let noise = tch::Tensor::from_slice(&values).reshape([8, 100]);
     noise.write_npy(dir.join("noise.npy")).unwrap();
 }
 
@@ -358,6 +381,10 @@ fn dcgan_generator_exports_to_torchscript_and_onnx_matching_predict() {
         model: "generator",
         keys: ("z", "x_fake"),
         reference: Some(("DCGANGenerator", "{}")),
+        // predict runs the generator eagerly; PyTorch runs the traced `.pt`, whose transposed
+        // convolutions (256 and 128 input channels, 5x5) summed in another order left 1.7e-5
+        // on one CI input (ONNX: 5e-7). The images lie in [-1, 1].
+        torchscript_tolerance: 1e-4,
     });
 }
 
@@ -379,6 +406,7 @@ fn onnx_without_python_is_refused_and_torchscript_needs_none() {
         model: "lenet",
         keys: ("x", "y_pred"),
         reference: None,
+        torchscript_tolerance: 1e-5,
     };
     let manifest = trained(&dir, &case);
     let empty_path = outside.join("bin");
