@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::{fe_host, lenet_manifest, watchdog, OutputWithin, Run, TempDir};
+use crate::util::{fe_host, kill_after_line, lenet_manifest, OutputWithin, Run, TempDir};
 
 fn manifest(checkpoint: &str) -> String {
     lenet_manifest(8, checkpoint)
@@ -173,7 +173,6 @@ fn logged_losses(dir: &Path) -> Vec<(String, u64, String)> {
 /// uninterrupted run writes, the losses bit for bit.
 #[test]
 fn a_run_killed_after_a_mid_epoch_checkpoint_resumes_with_every_log_row() {
-    use std::io::BufRead;
     let dir = TempDir::new("kill-log");
     let text = manifest("\n[checkpoint]\nevery_steps = 5\n")
         .replace("log_steps = 0", "log_steps = 1")
@@ -197,24 +196,9 @@ fn a_run_killed_after_a_mid_epoch_checkpoint_resumes_with_every_log_row() {
     assert_eq!(expected.len(), 2 * (25 + 2), "{expected:?}");
 
     let (killed, mut command) = run("killed", &[]);
-    let mut child = command
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // A run that hangs before step 12 is killed, and the test fails, instead of waiting.
-    let done = watchdog(child.id(), 300);
-    let stdout = child.stdout.take().unwrap();
     // Step 12 is logged after the checkpoint at step 10 was taken, and the one at step 5
     // (written in the background) waited for.
-    for line in std::io::BufReader::new(stdout).lines() {
-        if line.unwrap().contains("train: step: 12;") {
-            break;
-        }
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let _ = done.send(());
+    kill_after_line(&mut command, "train: step: 12;");
     let before_resume = logged_losses(&killed);
     assert!(
         before_resume.len() >= 10 && before_resume[..10] == expected[..10],

@@ -266,6 +266,28 @@ impl OutputWithin for Command {
     }
 }
 
+/// Starts `command`, reads its stdout until a line containing `needle`, then SIGKILLs it. A
+/// run that never prints it is killed by a watchdog after 300 s, so the test fails instead of
+/// hanging.
+pub fn kill_after_line(command: &mut Command, needle: &str) {
+    use std::io::BufRead;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let done = watchdog(child.id(), 300);
+    let stdout = child.stdout.take().unwrap();
+    for line in std::io::BufReader::new(stdout).lines() {
+        if line.unwrap().contains(needle) {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = done.send(());
+}
+
 /// Runs `fe-host args...`.
 pub fn run(args: &[&str]) -> Run {
     fe_host().args(args).output().expect("run fe-host").into()

@@ -13,7 +13,7 @@ use fe_host::network::Keys;
 use fe_host::pipeline::Pipeline;
 use fe_plugin_api::Mode;
 
-use crate::util::{root, TempDir};
+use crate::util::{root, OutputWithin, TempDir};
 
 /// Shard `i` holds `3 + i % 4` samples: shards of unequal size, 180 samples in all.
 const TOTAL: usize = 180;
@@ -277,7 +277,6 @@ fn a_corrupt_or_truncated_shard_is_named_with_its_member() {
 /// position.
 #[test]
 fn a_run_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run() {
-    use std::io::BufRead;
     let dir = shards();
     let urls = format!("{}/s-{{000..039}}.tar", dir.path().display());
     // 180 samples, batch 4: 45 steps an epoch; a checkpoint every 5 steps.
@@ -293,69 +292,39 @@ fn a_run_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run() {
          [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"mlp\"\nloss = \"ce\"\n\n\
          [checkpoint]\ndir = \"ckpt\"\nevery_steps = 5\n"
     );
-    let run_in = |name: &str| {
+    let run_in = |name: &str, extra: &[&str]| {
         let at = dir.path().join(name);
         std::fs::create_dir_all(&at).unwrap();
         std::fs::write(at.join("m.toml"), &text).unwrap();
         let mut command = crate::util::fe_host();
-        command.current_dir(&at).args([
-            "run",
-            "m.toml",
-            "--save-weights",
-            "weights",
-            "--threads",
-            "1",
-        ]);
+        command
+            .current_dir(&at)
+            .args([
+                "run",
+                "m.toml",
+                "--save-weights",
+                "weights",
+                "--threads",
+                "1",
+            ])
+            .args(extra);
         (at, command)
     };
     let weights = |at: &Path| std::fs::read(at.join("weights/mlp.safetensors")).unwrap();
 
-    let (reference, mut command) = run_in("reference");
-    let out = command.arg("-q").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (reference, mut command) = run_in("reference", &["-q"]);
+    let out = command.output_within();
+    assert_eq!(out.code, 0, "{}", out.stderr);
 
-    let (killed, mut command) = run_in("killed");
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let done = crate::util::watchdog(child.id(), 300);
-    let stdout = child.stdout.take().unwrap();
     // Step 12 is logged after the checkpoint at step 10: the kill lands mid-epoch, with a
     // checkpoint inside the epoch to resume from.
-    for line in std::io::BufReader::new(stdout).lines() {
-        if line.unwrap().contains("train: step: 12;") {
-            break;
-        }
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let _ = done.send(());
+    let (killed, mut command) = run_in("killed", &[]);
+    crate::util::kill_after_line(&mut command, "train: step: 12;");
     assert!(!killed.join("weights").exists(), "the killed run finished");
-    let out = crate::util::fe_host()
-        .current_dir(&killed)
-        .args([
-            "run",
-            "m.toml",
-            "--save-weights",
-            "weights",
-            "--threads",
-            "1",
-        ])
-        .arg("--resume")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (_, mut command) = run_in("killed", &["--resume"]);
+    let out = command.output_within();
+    let stdout = &out.stdout;
+    assert_eq!(out.code, 0, "{}", out.stderr);
     // From inside epoch 1 (step 10 or later), not from the start.
     let resumed = stdout
         .lines()
