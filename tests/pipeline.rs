@@ -110,6 +110,13 @@ fn benchmark_prints_samples_per_second_overall_and_for_every_op() {
         .find(|l| l.starts_with("pipeline: 5 batches, 160 samples in "))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(overall.contains(" samples/s ("), "{overall}");
+    let peak = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("peak resident memory: "))
+        .and_then(|rest| rest.split(" MiB").next()?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no peak memory line:\n{stdout}"));
+    // libtorch alone keeps tens of MiB resident; a figure outside this range is misread.
+    assert!((10.0..100_000.0).contains(&peak), "{peak} MiB");
     assert_contains!(stdout, "per op, on one thread (5 batches):");
     let steps = [
         "<read dataset>",

@@ -278,20 +278,7 @@ fn a_corrupt_or_truncated_shard_is_named_with_its_member() {
 #[test]
 fn a_run_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run() {
     let dir = shards();
-    let urls = format!("{}/s-{{000..039}}.tar", dir.path().display());
-    // 180 samples, batch 4: 45 steps an epoch; a checkpoint every 5 steps.
-    let text = format!(
-        "[run]\nepochs = 2\nseed = 5\nlog_steps = 1\n\n[pipeline]\nbatch_size = 4\nworkers = 2\n\n\
-         [pipeline.data.train]\ntype = \"webdataset\"\nurls = \"{urls}\"\nshuffle_buffer = 8\n\
-         keys = {{ cls = \"y\", npy = \"x\" }}\n\n\
-         [[models]]\nname = \"mlp\"\narchitecture = \"MLP\"\ninputs = 2\nhidden = [8]\n\
-         classes = 180\noptimizer = {{ type = \"sgd\", lr = 0.0001 }}\n\n\
-         [[network.ops]]\nop = \"ModelOp\"\nmodel = \"mlp\"\ninputs = \"x\"\noutputs = \"y_pred\"\n\n\
-         [[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce\"\n\
-         from_logits = true\n\n\
-         [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"mlp\"\nloss = \"ce\"\n\n\
-         [checkpoint]\ndir = \"ckpt\"\nevery_steps = 5\n"
-    );
+    let text = training_manifest(&dir, "");
     let run_in = |name: &str, extra: &[&str]| {
         let at = dir.path().join(name);
         std::fs::create_dir_all(&at).unwrap();
@@ -338,5 +325,94 @@ fn a_run_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run() {
     assert!(
         weights(&killed) == weights(&reference),
         "the resumed run's weights differ from the uninterrupted run's"
+    );
+}
+
+/// A training run over the shards in `dir` (180 samples, batch 4: 45 steps an epoch, or 23 a
+/// rank on 2), a checkpoint every 5 steps, `extra` appended.
+fn training_manifest(dir: &TempDir, extra: &str) -> String {
+    let urls = format!("{}/s-{{000..039}}.tar", dir.path().display());
+    format!(
+        "[run]\nepochs = 2\nseed = 5\nlog_steps = 1\n\n[pipeline]\nbatch_size = 4\nworkers = 2\n\n\
+         [pipeline.data.train]\ntype = \"webdataset\"\nurls = \"{urls}\"\nshuffle_buffer = 8\n\
+         keys = {{ cls = \"y\", npy = \"x\" }}\n\n\
+         [[models]]\nname = \"mlp\"\narchitecture = \"MLP\"\ninputs = 2\nhidden = [8]\n\
+         classes = 180\noptimizer = {{ type = \"sgd\", lr = 0.0001 }}\n\n\
+         [[network.ops]]\nop = \"ModelOp\"\nmodel = \"mlp\"\ninputs = \"x\"\noutputs = \"y_pred\"\n\n\
+         [[network.ops]]\nop = \"CrossEntropy\"\ninputs = [\"y_pred\", \"y\"]\noutputs = \"ce\"\n\
+         from_logits = true\n\n\
+         [[network.ops]]\nop = \"UpdateOp\"\nmodel = \"mlp\"\nloss = \"ce\"\n\n\
+         [checkpoint]\ndir = \"ckpt\"\nevery_steps = 5\n{extra}"
+    )
+}
+
+/// The same on 2 ranks × 2 workers: rank 1 is SIGKILLed at step 12 (after the checkpoint of
+/// step 10), rank 0 stops naming it, and both ranks restarted with `--resume` end with the
+/// weights of the 2-rank run never interrupted, bit for bit: each rank's share of the
+/// shards, its workers' positions and the shuffle buffers come back as they were.
+#[test]
+fn two_ranks_killed_mid_epoch_resume_to_the_weights_of_an_uninterrupted_run() {
+    use crate::dist::{spawn_ranks, wait_all};
+    let dir = shards();
+    let text = training_manifest(&dir, "\n[[traces]]\ntrace = \"KillRank\"\n");
+    let run_ranks = |name: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let at = TempDir::new(name);
+        let path = at.write("m.toml", &text);
+        let mut args = vec![
+            "run".to_string(),
+            path.to_string_lossy().into_owned(),
+            "--save-weights".into(),
+            "weights".into(),
+            "--threads".into(),
+            "1".into(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let runs = wait_all(spawn_ranks(&at, 2, &args, env));
+        (at, runs)
+    };
+    let weights = |at: &TempDir| std::fs::read(at.path().join("weights/mlp.safetensors")).unwrap();
+
+    let (reference, runs) = run_ranks("wds-dp-reference", &[], &[]);
+    for (rank, run) in runs.iter().enumerate() {
+        assert_eq!(run.code, 0, "rank {rank}:\n{}", run.stderr);
+    }
+
+    let (killed, runs) = run_ranks("wds-dp-killed", &[], &[("FE_TEST_KILL", "1:12")]);
+    assert_eq!(runs[1].code, -1, "rank 1 was killed:\n{}", runs[1].stderr);
+    assert_eq!(runs[0].code, 1, "{}", runs[0].stderr);
+    assert_contains!(runs[0].stderr, "rank 1 is lost");
+    assert!(
+        !killed.path().join("weights").exists(),
+        "the killed run finished"
+    );
+
+    let path = killed.path().join("m.toml");
+    let args = [
+        "run",
+        &*path.to_string_lossy(),
+        "--resume",
+        "--save-weights",
+        "weights",
+        "--threads",
+        "1",
+    ];
+    let runs = wait_all(spawn_ranks(&killed, 2, &args, &[]));
+    for (rank, run) in runs.iter().enumerate() {
+        assert_eq!(run.code, 0, "rank {rank}:\n{}", run.stderr);
+    }
+    let stdout = &runs[0].stdout;
+    let resumed = stdout
+        .lines()
+        .find(|l| l.starts_with("fe-host resume: "))
+        .unwrap_or_else(|| panic!("no resume line:\n{stdout}"));
+    assert_contains!(resumed, "epoch 1");
+    assert!(
+        !stdout.contains("train: step: 1;"),
+        "the resumed run started over:\n{stdout}"
+    );
+    assert!(
+        weights(&killed) == weights(&reference),
+        "the resumed 2-rank run's weights differ from the uninterrupted run's"
     );
 }

@@ -75,3 +75,18 @@ pub fn tune_malloc() -> bool {
         false
     }
 }
+
+/// The most memory this process has held resident so far (Linux's `VmHWM`): libtorch, plugins
+/// and every pipeline worker included, since workers are threads. `None` off Linux.
+pub fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
+}

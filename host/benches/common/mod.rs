@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod memory;
+
 use std::path::{Path, PathBuf};
 
 use fe_host::components::load_registry;

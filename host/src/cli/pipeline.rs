@@ -227,6 +227,12 @@ impl Context<'_> {
             samples as f64 / seconds,
             batches as f64 / seconds,
         ));
+        if let Some(bytes) = crate::runtime::peak_resident_bytes() {
+            say(&format!(
+                "peak resident memory: {:.0} MiB (the whole process: libtorch, plugins, workers)\n",
+                bytes as f64 / f64::from(1 << 20)
+            ));
+        }
         // Per op: the same batches built on this thread with every step timed on its own.
         let order = self.pipeline.order(mode, epoch, ds_id, Some(count as u64));
         let to_yield = order.len() as u64;
