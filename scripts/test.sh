@@ -23,6 +23,8 @@ bash scripts/env.sh
 # build matching torch 2.11, without its dependencies so that .venv's torch stays; pillow is
 # what torchvision imports at start-up.
 .venv/bin/python -m pip install --disable-pip-version-check --quiet --no-deps "torchvision==0.26.0" "pillow==13.0.0"
+# Bench-only: host/benches/streaming.rs reads the same shards with the webdataset package.
+.venv/bin/python -m pip install --disable-pip-version-check --quiet "webdataset==1.0.2"
 # Test-only: tests/detection.rs compares MeanAveragePrecision with pycocotools' COCOeval.
 .venv/bin/python -m pip install --disable-pip-version-check --quiet "pycocotools==2.0.10"
 

@@ -197,3 +197,43 @@ fn an_unwritable_cache_warns_once_and_the_run_goes_on_uncached() {
     assert!(!out.stderr.contains("filled"), "{}", out.stderr);
     assert_same(&plain, &cached);
 }
+
+/// Two ranks on one machine sharing the cache directory fill each file once: the first to
+/// take the file's lock fills it, the other waits and reads it (instead of both decoding the
+/// whole dataset); the run trains bit for bit like the same 2 ranks without the cache.
+#[test]
+fn ranks_sharing_a_cache_fill_it_once_and_train_like_uncached_ranks() {
+    use crate::dist::{spawn_ranks, wait_all};
+    let dir = TempDir::new("pipeline-cache-ranks");
+    let data = copy_digits(&dir);
+    let cache = dir.path().join("cache");
+    let train_ranks = |name: &str, text: &str| {
+        let at = TempDir::new(name);
+        at.write("m.toml", text);
+        let args = [
+            "run",
+            "m.toml",
+            "--save-weights",
+            "weights",
+            "--summary",
+            "summary.json",
+        ];
+        let runs = wait_all(spawn_ranks(&at, 2, &args, &[]));
+        for (rank, run) in runs.iter().enumerate() {
+            assert_eq!(run.code, 0, "{name} rank {rank}: {}", run.stderr);
+        }
+        (at, runs)
+    };
+    let (plain, _) = train_ranks("cache-ranks-plain", &cached_manifest(&data, None));
+    let (cached, runs) = train_ranks("cache-ranks-cached", &cached_manifest(&data, Some(&cache)));
+    for mode in ["train", "eval"] {
+        let said = |what: &str| {
+            let line = format!("pipeline cache: {mode} epoch 1 (2 op(s)) {what}");
+            runs.iter().filter(|run| run.stderr.contains(&line)).count()
+        };
+        let all = format!("{}\n{}", runs[0].stderr, runs[1].stderr);
+        assert_eq!((said("filled"), said("reads")), (1, 1), "{mode}:\n{all}");
+    }
+    assert_eq!(cache_files(&cache).len(), 2, "{:?}", cache_files(&cache));
+    assert_same(plain.path(), cached.path());
+}

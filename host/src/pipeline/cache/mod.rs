@@ -137,24 +137,39 @@ impl Cache {
         }
         let path = self.dir.join(format!("{key}.fecache"));
         let what = format!("{} ({} op(s))", work.context_text(), cached);
+        let complete = |source: &CachedSource| source.len() == work.source.len();
         let source = match CachedSource::open(&path) {
-            Ok(source) if source.len() == work.source.len() => {
+            Ok(source) if complete(&source) => {
                 eprintln!("pipeline cache: {what} reads {}", path.display());
                 source
             }
             _ => {
                 let filled = match std::fs::create_dir_all(&self.dir) {
                     Err(e) => Err(format!("cannot create {}: {e}", self.dir.display())),
-                    // An op failing fails the run, as it would without the cache.
                     Ok(()) => {
-                        fill(work, &path, cached, threads)?.and_then(|()| CachedSource::open(&path))
+                        // Ranks (or runs) sharing the directory fill a file once: the first
+                        // takes the lock and fills, the others wait for it, then read.
+                        let lock = FillLock::take(&self.dir.join(format!("{key}.lock")));
+                        match CachedSource::open(&path) {
+                            Ok(source) if complete(&source) => {
+                                eprintln!(
+                                    "pipeline cache: {what} reads {} (filled meanwhile by another process)",
+                                    path.display()
+                                );
+                                Ok(source)
+                            }
+                            // An op failing fails the run, as it would without the cache.
+                            _ => fill(work, &path, cached, threads)?
+                                .and_then(|()| CachedSource::open(&path))
+                                .inspect(|_| {
+                                    lock.filled();
+                                    eprintln!("pipeline cache: {what} filled {}", path.display())
+                                }),
+                        }
                     }
                 };
                 match filled {
-                    Ok(source) => {
-                        eprintln!("pipeline cache: {what} filled {}", path.display());
-                        source
-                    }
+                    Ok(source) => source,
                     Err(message) => {
                         self.disable(&message);
                         return Ok(None);
@@ -170,6 +185,41 @@ impl Cache {
     fn disable(&self, message: &str) {
         if !self.off.swap(true, Ordering::Relaxed) {
             warn(message);
+        }
+    }
+}
+
+/// An exclusive `flock` on a file beside a cache file, held while it is filled and released
+/// when dropped (or when the process dies, so a killed filler never blocks the next one).
+/// Without a lock file (a read-only directory) nothing is locked and the fill reports why.
+struct FillLock {
+    path: PathBuf,
+    held: Option<std::fs::File>,
+}
+
+impl FillLock {
+    fn take(path: &Path) -> Self {
+        use std::os::fd::AsRawFd;
+        let held = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .ok()
+            // SAFETY: flock on a descriptor this process owns; it blocks until granted.
+            .filter(|file| unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0);
+        Self {
+            path: path.to_owned(),
+            held,
+        }
+    }
+
+    /// Removes the lock file once the cache file is in place, so the directory holds only
+    /// cache files. A process still waiting on the removed file finds the cache complete when
+    /// it gets the lock; one arriving later finds it complete before locking.
+    fn filled(self) {
+        if self.held.is_some() {
+            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
