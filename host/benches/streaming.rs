@@ -19,23 +19,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
-use std::time::Instant;
-
-use fe_host::components::load_registry;
-use fe_host::manifest::Manifest;
-use fe_host::network::Keys;
-use fe_host::pipeline::Pipeline;
-use fe_host::plugins::search_path;
-use fe_plugin_api::Mode;
 
 mod common;
 use common::env_or;
-use common::memory::{run_measured, Measured};
+use common::memory::{fe_host_epoch, python_epoch, run_child_if_asked};
 
 const BATCH: usize = 32;
-/// Set in the child process this binary starts for each fe-host measurement: the manifest.
-const CHILD: &str = "FE_BENCH_STREAMING_MANIFEST";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -99,60 +88,11 @@ inputs = "x"
 outputs = "x"
 "#;
 
-/// The child's work: one epoch of the manifest's pipeline; prints `samples seconds`.
-fn child(manifest_path: &Path) {
-    let start = Instant::now();
-    let manifest = Manifest::load(manifest_path).expect("manifest");
-    let search = search_path(&[], &[root().join("target/debug")], None, None);
-    let registry = load_registry(&search, &Default::default()).expect("plugins");
-    let mut keys = Keys::default();
-    let pipeline = Pipeline::build(&manifest, &registry, &mut keys).expect("pipeline");
-    let wanted = pipeline.available_keys(Mode::Train, 1, "");
-    let keys = Arc::new(keys);
-    let mut samples = 0;
-    for batch in pipeline
-        .epoch(Mode::Train, 1, "", &wanted, None, &keys)
-        .unwrap()
-    {
-        samples += batch.unwrap().size;
-    }
-    println!("{samples} {}", start.elapsed().as_secs_f64());
-}
-
-/// Samples/s and peak memory from a measured process's `samples seconds` line.
-fn rate(measured: &Measured, expected: usize) -> (f64, f64) {
-    let mut words = measured.stdout.split_whitespace();
-    let samples: usize = words.next().unwrap().parse().unwrap();
-    let seconds: f64 = words.next().unwrap().parse().unwrap();
-    assert_eq!(samples, expected, "an epoch is every sample once");
-    (
-        samples as f64 / seconds,
-        measured.peak_bytes as f64 / (1 << 20) as f64,
-    )
-}
-
-fn fe_host(dir: &Path, name: &str, text: &str, expected: usize) -> (f64, f64) {
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).unwrap();
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command.env(CHILD, &path);
-    rate(&run_measured(command), expected)
-}
-
-fn python(
-    dir: &Path,
-    kind: &str,
-    workers: usize,
-    paths: &[PathBuf],
-    expected: usize,
-) -> (f64, f64) {
-    let mut command = Command::new(root().join(".venv/bin/python"));
-    command
-        .arg(root().join("host/benches/streaming_ref.py"))
-        .args([kind, &workers.to_string(), &BATCH.to_string()])
-        .args(paths)
-        .current_dir(dir);
-    rate(&run_measured(command), expected)
+/// The arguments of streaming_ref.py.
+fn reference_args(kind: &str, workers: usize, paths: &[PathBuf]) -> Vec<String> {
+    let mut args = vec![kind.to_owned(), workers.to_string(), BATCH.to_string()];
+    args.extend(paths.iter().map(|p| p.display().to_string()));
+    args
 }
 
 /// Generates `samples` samples (shards and Parquet files) into `dir` unless a previous run did.
@@ -173,8 +113,7 @@ fn generate(dir: &Path, samples: usize, size: usize) {
 }
 
 fn main() {
-    if let Some(path) = std::env::var_os(CHILD) {
-        child(Path::new(&path));
+    if run_child_if_asked() {
         return;
     }
     let samples = env_or("FE_BENCH_SAMPLES", 200_000);
@@ -243,27 +182,37 @@ fn main() {
     };
     let ours = show(
         "webdataset: fe-host",
-        fe_host(&work, "wds", &webdataset(samples), samples),
+        fe_host_epoch(&work, "wds", &webdataset(samples), samples),
     );
     let theirs = show(
         "webdataset: webdataset + DataLoader",
-        python(&work, "webdataset", workers, &shards(samples), samples),
+        python_epoch(
+            &work,
+            "streaming_ref.py",
+            &reference_args("webdataset", workers, &shards(samples)),
+            samples,
+        ),
     );
     show(
         "webdataset: fe-host, data doubled",
-        fe_host(&work, "wds2", &webdataset(2 * samples), 2 * samples),
+        fe_host_epoch(&work, "wds2", &webdataset(2 * samples), 2 * samples),
     );
     let ours_table = show(
         "parquet: fe-host",
-        fe_host(&work, "pq", &table(samples), samples),
+        fe_host_epoch(&work, "pq", &table(samples), samples),
     );
     let theirs_table = show(
         "parquet: pyarrow + DataLoader",
-        python(&work, "parquet", workers, &parquet(samples), samples),
+        python_epoch(
+            &work,
+            "streaming_ref.py",
+            &reference_args("parquet", workers, &parquet(samples)),
+            samples,
+        ),
     );
     show(
         "parquet: fe-host, data doubled",
-        fe_host(&work, "pq2", &table(2 * samples), 2 * samples),
+        fe_host_epoch(&work, "pq2", &table(2 * samples), 2 * samples),
     );
     println!("webdataset fe-host / python = {:.2}x", ours / theirs);
     println!(

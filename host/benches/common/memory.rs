@@ -94,3 +94,88 @@ fn pss_bytes(pid: u32) -> u64 {
         })
         .map_or(0, |kib| kib * 1024)
 }
+
+/// Set in the child process a loader benchmark starts for each fe-host measurement: the
+/// manifest whose pipeline it runs.
+const CHILD: &str = "FE_BENCH_LOADER_MANIFEST";
+
+/// In a loader benchmark's child process (see [`fe_host_epoch`]): runs one epoch of the
+/// manifest's training pipeline, prints `samples seconds` and returns true.
+pub fn run_child_if_asked() -> bool {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use fe_host::components::load_registry;
+    use fe_host::manifest::Manifest;
+    use fe_host::network::Keys;
+    use fe_host::pipeline::Pipeline;
+    use fe_host::plugins::search_path;
+    use fe_plugin_api::Mode;
+
+    let Some(path) = std::env::var_os(CHILD) else {
+        return false;
+    };
+    let start = Instant::now();
+    let manifest = Manifest::load(std::path::Path::new(&path)).expect("manifest");
+    let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug");
+    let search = search_path(&[], &[plugins], None, None);
+    let registry = load_registry(&search, &Default::default()).expect("plugins");
+    let mut keys = Keys::default();
+    let pipeline = Pipeline::build(&manifest, &registry, &mut keys).expect("pipeline");
+    let wanted = pipeline.available_keys(Mode::Train, 1, "");
+    let keys = Arc::new(keys);
+    let mut samples = 0;
+    for batch in pipeline
+        .epoch(Mode::Train, 1, "", &wanted, None, &keys)
+        .unwrap()
+    {
+        samples += batch.unwrap().size;
+    }
+    println!("{samples} {}", start.elapsed().as_secs_f64());
+    true
+}
+
+/// Samples/s and peak PSS (MiB) of a measured process that printed `samples seconds`.
+pub fn epoch_rate(measured: &Measured, expected: usize) -> (f64, f64) {
+    let mut words = measured.stdout.split_whitespace();
+    let samples: usize = words.next().unwrap().parse().unwrap();
+    let seconds: f64 = words.next().unwrap().parse().unwrap();
+    assert_eq!(samples, expected, "an epoch is every sample once");
+    (
+        samples as f64 / seconds,
+        measured.peak_bytes as f64 / (1 << 20) as f64,
+    )
+}
+
+/// One epoch of the pipeline `manifest` describes, in a child process of this benchmark
+/// (which must call [`run_child_if_asked`] first thing): its samples/s, timed from building
+/// the pipeline to the last batch, and the process's peak PSS in MiB.
+pub fn fe_host_epoch(
+    dir: &std::path::Path,
+    name: &str,
+    manifest: &str,
+    expected: usize,
+) -> (f64, f64) {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, manifest).unwrap();
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.env(CHILD, &path).current_dir(dir);
+    epoch_rate(&run_measured(command), expected)
+}
+
+/// `.venv`'s python running `script` (a path under host/benches) with `args` in `dir`; it
+/// prints `samples seconds`. Its samples/s and its process tree's peak PSS in MiB.
+pub fn python_epoch(
+    dir: &std::path::Path,
+    script: &str,
+    args: &[String],
+    expected: usize,
+) -> (f64, f64) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut command = Command::new(root.join(".venv/bin/python"));
+    command
+        .arg(root.join("host/benches").join(script))
+        .args(args)
+        .current_dir(dir);
+    epoch_rate(&run_measured(command), expected)
+}
