@@ -202,6 +202,9 @@ fn shift_hsv(x: &Tensor, layout: &Spatial, shifts: &[f64]) -> Result<Tensor> {
             x.size()
         )));
     }
+    if let Some(shifted) = crate::hsv_pixels::shift_hsv(x, hue, sat, val)? {
+        return Ok(shifted);
+    }
     let [h, s, v] = rgb_to_hsv(x)?;
     let h = h
         .f_to_kind(Kind::Double)?

@@ -208,6 +208,9 @@ fn hue(x: &Tensor, f: f64) -> Result<Tensor> {
     if f == 0.0 {
         return Ok(x.shallow_clone());
     }
+    if let Some(turned) = crate::hsv_pixels::shift_hsv(x, 180.0 * f, 0.0, 0.0)? {
+        return Ok(turned);
+    }
     if x.kind() == Kind::Uint8 {
         let [h, s, v] = rgb_to_hsv(x)?;
         let h = h

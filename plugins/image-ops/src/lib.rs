@@ -20,6 +20,7 @@ mod dropout;
 mod flip;
 mod flips;
 mod hsv;
+mod hsv_pixels;
 mod image_saver;
 mod jitter;
 mod layout;
