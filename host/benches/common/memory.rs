@@ -115,6 +115,8 @@ pub fn run_child_if_asked() -> bool {
     let Some(path) = std::env::var_os(CHILD) else {
         return false;
     };
+    // As the fe-host binary does at start.
+    fe_host::runtime::tune_malloc();
     let start = Instant::now();
     let manifest = Manifest::load(std::path::Path::new(&path)).expect("manifest");
     let plugins = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug");

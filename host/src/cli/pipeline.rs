@@ -233,7 +233,9 @@ impl Context<'_> {
                 bytes as f64 / f64::from(1 << 20)
             ));
         }
-        // Per op: the same batches built on this thread with every step timed on its own.
+        // Per op: the same batches built on this thread with every step timed on its own,
+        // one libtorch thread as a worker has (the label says "on one thread").
+        crate::runtime::keep_ops_on_this_thread();
         let order = self.pipeline.order(mode, epoch, ds_id, Some(count as u64));
         let to_yield = order.len() as u64;
         let work = self.pipeline.work(

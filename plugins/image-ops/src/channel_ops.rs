@@ -61,6 +61,15 @@ impl Pixels for GrayMap {
                     "ToGray needs 3 (RGB) channels, got {c}"
                 )));
             }
+            if axis as usize + 1 == x.dim() {
+                if let Some((mut data, shape)) = crate::bytes::bytes_of(x)? {
+                    for pixel in data.chunks_exact_mut(3) {
+                        let gray = crate::bytes::luma(pixel[0], pixel[1], pixel[2]);
+                        pixel.fill(gray);
+                    }
+                    return crate::bytes::tensor_of(&data, &shape);
+                }
+            }
             let v = x.f_to_kind(Kind::Int64)?;
             let luma = v
                 .f_select(axis, 0)?

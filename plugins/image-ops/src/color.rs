@@ -151,6 +151,13 @@ pub(crate) fn channels(layout: &Spatial, x: &Tensor, what: &str) -> Result<(i64,
 
 /// `x` mapped through the 256-entry table `lut` (uint8 images only).
 pub(crate) fn lookup(x: &Tensor, lut: &[f64]) -> Result<Tensor> {
+    if let Some((mut data, shape)) = crate::bytes::bytes_of(x)? {
+        let table: Vec<u8> = lut.iter().map(|&v| v as u8).collect();
+        for byte in &mut data {
+            *byte = table[usize::from(*byte)];
+        }
+        return crate::bytes::tensor_of(&data, &shape);
+    }
     let table = Tensor::f_from_slice(lut)?
         .f_to_device(x.device())?
         .f_to_kind(Kind::Uint8)?;

@@ -5,8 +5,10 @@
 //! some thirty full-image int64 and float passes; this one reads each pixel once, which makes
 //! `ColorJitter` and `HueSaturationValue` several times faster.
 
-use fe_plugin_api::tch::{Device, Kind, Tensor};
+use fe_plugin_api::tch::Tensor;
 use fe_plugin_api::Result;
+
+use crate::bytes::{bytes_of, tensor_of};
 
 /// `round_half_even(numerator / (scale · i))`, 0 at `i = 0`: OpenCV's division tables.
 fn division_table(numerator: f64, scale: f64) -> [i64; 256] {
@@ -36,14 +38,12 @@ const SECTORS: [[usize; 3]; 6] = [
 /// grey pixels keep saturation 0) of a uint8 `(…, 3)` RGB image on the CPU. `None` for any
 /// other tensor, which the tensor version handles.
 pub(crate) fn shift_hsv(x: &Tensor, hue: f64, sat: f64, val: f64) -> Result<Option<Tensor>> {
-    let shape = x.size();
-    if x.kind() != Kind::Uint8 || x.device() != Device::Cpu || shape.last() != Some(&3) {
+    let Some((mut data, shape)) = bytes_of(x)? else {
+        return Ok(None);
+    };
+    if shape.last() != Some(&3) {
         return Ok(None);
     }
-    let flat = x.f_contiguous()?.f_view([-1])?;
-    let numel = flat.numel();
-    let mut data = vec![0u8; numel];
-    flat.f_copy_data(&mut data, numel)?;
     let sdiv = division_table((255 << 12) as f64, 1.0);
     let hdiv = division_table((180 << 12) as f64, 6.0);
     let (sat, val) = (sat.trunc() as i64, val.trunc() as i64);
@@ -96,13 +96,14 @@ pub(crate) fn shift_hsv(x: &Tensor, hue: f64, sat: f64, val: f64) -> Result<Opti
             *out = (value * 255.0).round_ties_even().clamp(0.0, 255.0) as u8;
         }
     }
-    Ok(Some(Tensor::f_from_slice(&data)?.f_view(shape.as_slice())?))
+    Ok(Some(tensor_of(&data, &shape)?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::hsv::{hsv_to_rgb, rgb_to_hsv};
+    use fe_plugin_api::tch::{Device, Kind};
 
     /// The tensor version, as `hsv::shift_hsv` and `jitter::hue` compute it.
     fn by_tensors(x: &Tensor, hue: f64, sat: f64, val: f64) -> Tensor {

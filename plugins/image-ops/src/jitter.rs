@@ -9,6 +9,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
+use crate::bytes::{bytes_of, tensor_of};
 use crate::channel_ops::GrayMap;
 use crate::color::{lookup, max_value, restore, uniform, values, Pixels, ToUint8};
 use crate::hsv::{hsv_to_rgb, hsv_to_rgb_float, rgb_to_hsv, rgb_to_hsv_float};
@@ -196,6 +197,16 @@ fn saturation(x: &Tensor, f: f64, layout: &Spatial) -> Result<Tensor> {
     if f == 0.0 {
         return Ok(gray);
     }
+    if let (Some((mut data, shape)), Some((gray, _))) = (bytes_of(x)?, bytes_of(&gray)?) {
+        // The tensor arithmetic below, byte by byte: float32 products, then the sum, clipped
+        // and rounded half to even.
+        let (a, b) = (f as f32, (1.0 - f) as f32);
+        for (value, gray) in data.iter_mut().zip(gray) {
+            let y = f32::from(*value) * a + f32::from(gray) * b;
+            *value = y.clamp(0.0, 255.0).round_ties_even() as u8;
+        }
+        return tensor_of(&data, &shape);
+    }
     let y = x
         .f_to_kind(Kind::Float)?
         .f_mul_scalar(f)?
@@ -232,3 +243,29 @@ photometric!(
     Jitter,
     "Random brightness, contrast, saturation and hue, in a random order."
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fe_plugin_api::tch::Device;
+
+    #[test]
+    fn uint8_saturation_equals_its_tensor_arithmetic_byte_for_byte() {
+        let x = Tensor::randint(256, [48, 40, 3], (Kind::Uint8, Device::Cpu));
+        let layout = Spatial::of("x", &x, false).unwrap();
+        let gray = GrayMap.apply(&[], &x, &layout).unwrap();
+        for f in [0.6, 0.8137, 1.2, 1.77] {
+            let reference = x
+                .to_kind(Kind::Float)
+                .f_mul_scalar(f)
+                .unwrap()
+                .f_add(&gray.to_kind(Kind::Float).f_mul_scalar(1.0 - f).unwrap())
+                .unwrap();
+            let reference = restore(&reference, Kind::Uint8, ToUint8::Round).unwrap();
+            assert!(
+                saturation(&x, f, &layout).unwrap().equal(&reference),
+                "f = {f}"
+            );
+        }
+    }
+}

@@ -13,6 +13,7 @@
 mod color;
 mod affine;
 mod blur;
+mod bytes;
 mod channel_ops;
 mod color_ops;
 mod crop;
