@@ -15,7 +15,9 @@ mod affine;
 mod blur;
 mod channel_ops;
 mod color_ops;
+mod compression;
 mod crop;
+mod downscale;
 mod dropout;
 mod flip;
 mod flips;
@@ -30,6 +32,7 @@ mod read;
 mod registry;
 mod registry_color;
 mod registry_more;
+mod registry_quality;
 mod resize;
 mod rotate;
 mod sized_crop;
@@ -45,7 +48,9 @@ pub use color_ops::{
     PlainConfig, Posterize, PosterizeConfig, RandomBrightnessContrast, RandomGamma, Solarize,
     SolarizeConfig, Threshold,
 };
+pub use compression::{ImageCompression, ImageCompressionConfig};
 pub use crop::{CenterCrop, CropConfig, RandomCrop};
+pub use downscale::{Downscale, DownscaleConfig, InterpolationPair};
 pub use dropout::{CoarseDropout, CoarseDropoutConfig};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};
 pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};

@@ -7,12 +7,18 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
   apply    A.<transform>(**init).apply(image, **params) / .apply_to_mask: a random op with
            the parameters the Rust op reports it drew;
   cv2      cv2.<transform>(image, *params["args"]);
+  jpeg     cv2.imencode / imdecode of an RGB or gray image at params["quality"], with
+           params["sampling"] ("444" or "420", OpenCV's default) chroma subsampling;
+  motion_kernel  albumentations' create_motion_kernel(params["size"], params["angle"],
+           params["direction"]) with the shift draws params["shift"] in place of its RNG;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
            as one row of `out_image`: the parameter distribution.
 """
 
 import json
 import sys
+
+from albumentations.augmentations.blur import functional as fblur
 
 import albumentations as A
 import cv2
@@ -25,9 +31,35 @@ def arrays(params):
     return {k: np.array(v) if k in ARRAYS and isinstance(v, list) else v for k, v in params.items()}
 
 
+class Draws:
+    """Stands in for random.Random: uniform() returns the given draws in order."""
+
+    def __init__(self, draws):
+        self.draws = list(draws)
+
+    def uniform(self, a, b):
+        return self.draws.pop(0)
+
+
+def jpeg(image, quality, sampling):
+    factor = {"444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444, "420": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420}[sampling]
+    flags = (cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, factor)
+    if image.ndim == 3 and image.shape[2] == 3:
+        _, encoded = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), flags)
+        return cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    _, encoded = cv2.imencode(".jpg", image, flags)
+    return cv2.imdecode(encoded, cv2.IMREAD_GRAYSCALE).reshape(image.shape)
+
+
 def run(case):
     kind, name = case["kind"], case["transform"]
     init = case.get("init", {})
+    if kind == "motion_kernel":
+        p = case["params"]
+        shift = p.get("shift")
+        kernel = fblur.create_motion_kernel(p["size"], p["angle"], p["direction"], shift is not None, Draws(shift or []))
+        np.save(case["out_image"], kernel.astype(np.float32) / np.sum(kernel))
+        return
     if kind == "sample":
         t = getattr(A, name)(**init)
         t.set_random_seed(case.get("seed", 0))
@@ -51,8 +83,12 @@ def run(case):
     elif kind == "apply":
         t = getattr(A, name)(**init)
         params = arrays(case["params"])
+        if name == "MotionBlur":  # albumentations hands cv2.filter2D a float32 kernel
+            params["kernel"] = params["kernel"].astype(np.float32)
         out_image = t.apply(image, **params)
         out_mask = None if mask is None else t.apply_to_mask(mask, **params)
+    elif kind == "jpeg":
+        out_image, out_mask = jpeg(image, case["params"]["quality"], case["params"]["sampling"]), None
     elif kind == "cv2":
         f = getattr(cv2, name)
         out_image = f(image, *case["params"]["args"])

@@ -5,6 +5,7 @@ mod affine;
 mod blur;
 mod color_more;
 mod crop;
+mod degrade;
 mod flip;
 mod geometric;
 mod photometric;
@@ -175,6 +176,7 @@ fn readme_snippets_build() {
             "ShiftScaleRotate",
             "ColorJitter",
             "RandomBrightnessContrast",
+            "ImageCompression",
         ]
     );
 }

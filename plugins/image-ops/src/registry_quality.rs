@@ -1,0 +1,36 @@
+//! Registrations of the image-degradation ops (down-up scaling, JPEG, motion blur, CLAHE):
+//! what `fe-host plugins list` shows.
+
+use fe_plugin_api::{inventory, Field, Registration};
+
+use crate::{Downscale, ImageCompression};
+
+const P: Field = Field::optional(
+    "p",
+    "float",
+    "0.5",
+    "Probability of transforming a sample, in [0, 1]",
+);
+const MASKS: Field = Field::optional(
+    "masks",
+    "[string]",
+    "[]",
+    "Inputs left untouched (label masks)",
+);
+
+inventory::submit! {
+    Registration::numpy_op::<Downscale>("Downscale", "Shrinks by a random factor and enlarges back (cv2.resize pair; floats through uint8)")
+    .fields(&[
+        Field::optional("scale_range", "float | [float, float]", "0.25", "Factor of the intermediate size, in (0, 1]"),
+        Field::optional("interpolation_pair", "{downscale, upscale}", "nearest, nearest", "Sampling of each resize: \"nearest\" | \"bilinear\" | \"bicubic\""),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<ImageCompression>("ImageCompression", "JPEG encode / decode at a random quality (image crate codec; floats through uint8)")
+    .fields(&[
+        Field::optional("quality_range", "[integer, integer]", "[99, 100]", "JPEG quality range, within [1, 100]"),
+        Field::optional("compression_type", "\"jpeg\"", "\"jpeg\"", "Codec; WebP is not supported"),
+        MASKS, P,
+    ])
+}
