@@ -3,7 +3,7 @@
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Downscale, ImageCompression};
+use crate::{Downscale, ImageCompression, MotionBlur};
 
 const P: Field = Field::optional(
     "p",
@@ -31,6 +31,16 @@ inventory::submit! {
     .fields(&[
         Field::optional("quality_range", "[integer, integer]", "[99, 100]", "JPEG quality range, within [1, 100]"),
         Field::optional("compression_type", "\"jpeg\"", "\"jpeg\"", "Codec; WebP is not supported"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<MotionBlur>("MotionBlur", "Average along a random line: albumentations' motion kernel, cv2.filter2D (border reflect-101)")
+    .fields(&[
+        Field::optional("blur_limit", "integer | [integer, integer]", "[3, 7]", "Odd kernel size range (l means [3, l])"),
+        Field::optional("allow_shifted", "bool", "true", "Let the line move off the kernel centre"),
+        Field::optional("angle_range", "[float, float]", "[0, 360]", "Line angle range in degrees"),
+        Field::optional("direction_range", "[float, float]", "[-1, 1]", "Bias: -1 backward only, 0 symmetric, 1 forward only"),
         MASKS, P,
     ])
 }

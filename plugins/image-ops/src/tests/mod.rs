@@ -8,6 +8,7 @@ mod crop;
 mod degrade;
 mod flip;
 mod geometric;
+mod motion;
 mod photometric;
 mod read;
 mod reference;

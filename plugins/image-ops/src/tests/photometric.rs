@@ -208,6 +208,7 @@ fn masks_are_untouched_and_p_zero_is_the_identity() {
         "MedianBlur",
         "Downscale",
         "ImageCompression",
+        "MotionBlur",
     ];
     for name in names {
         let op = direct(name, "p = 1.0\nmasks = [\"mask\"]", &["image", "mask"]);
