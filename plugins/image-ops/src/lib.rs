@@ -14,6 +14,7 @@ mod color;
 mod affine;
 mod blur;
 mod channel_ops;
+mod clahe;
 mod color_ops;
 mod compression;
 mod crop;
@@ -24,6 +25,7 @@ mod flips;
 mod hsv;
 mod image_saver;
 mod jitter;
+mod lab;
 mod layout;
 mod max_size;
 pub mod montage;
@@ -44,6 +46,7 @@ pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
 };
+pub use clahe::{ClaheConfig, CLAHE};
 pub use color_ops::{
     Bits, BrightnessContrastConfig, Equalize, GammaConfig, GaussNoise, GaussNoiseConfig,
     PlainConfig, Posterize, PosterizeConfig, RandomBrightnessContrast, RandomGamma, Solarize,

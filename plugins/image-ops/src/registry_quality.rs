@@ -3,7 +3,7 @@
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Downscale, ImageCompression, MotionBlur};
+use crate::{Downscale, ImageCompression, MotionBlur, CLAHE};
 
 const P: Field = Field::optional(
     "p",
@@ -41,6 +41,14 @@ inventory::submit! {
         Field::optional("allow_shifted", "bool", "true", "Let the line move off the kernel centre"),
         Field::optional("angle_range", "[float, float]", "[0, 360]", "Line angle range in degrees"),
         Field::optional("direction_range", "[float, float]", "[-1, 1]", "Bias: -1 backward only, 0 symmetric, 1 forward only"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<CLAHE>("CLAHE", "Contrast-limited adaptive histogram equalisation (OpenCV's; RGB on Lab's L; floats through uint8)")
+    .fields(&[
+        Field::optional("clip_limit", "float | [float, float]", "4", "Clip limit range (c means [1, c]), at least 1"),
+        Field::optional("tile_grid_size", "[integer, integer]", "[8, 8]", "Tiles across and down"),
         MASKS, P,
     ])
 }

@@ -3,6 +3,7 @@
 
 mod affine;
 mod blur;
+mod clahe;
 mod color_more;
 mod crop;
 mod degrade;
