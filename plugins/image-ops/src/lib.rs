@@ -18,6 +18,7 @@ mod clahe;
 mod color_ops;
 mod compression;
 mod crop;
+mod distort;
 mod downscale;
 mod dropout;
 mod flip;
@@ -54,6 +55,7 @@ pub use color_ops::{
 };
 pub use compression::{ImageCompression, ImageCompressionConfig};
 pub use crop::{CenterCrop, CropConfig, RandomCrop};
+pub use distort::{GridDistortion, GridDistortionConfig};
 pub use downscale::{Downscale, DownscaleConfig, InterpolationPair};
 pub use dropout::{CoarseDropout, CoarseDropoutConfig};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};

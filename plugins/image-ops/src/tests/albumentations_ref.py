@@ -9,6 +9,8 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
   cv2      cv2.<transform>(image, *params["args"]);
   jpeg     cv2.imencode / imdecode of an RGB or gray image at params["quality"], with
            params["sampling"] ("444" or "420", OpenCV's default) chroma subsampling;
+  grid     GridDistortion's (map_x, map_y), stacked, for image `shape` and stretches
+           params["steps_x"] / ["steps_y"], normalised if params["normalized"];
   motion_kernel  albumentations' create_motion_kernel(params["size"], params["angle"],
            params["direction"]) with the shift draws params["shift"] in place of its RNG;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
@@ -19,12 +21,13 @@ import json
 import sys
 
 from albumentations.augmentations.blur import functional as fblur
+from albumentations.augmentations.geometric import functional as fgeometric
 
 import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "kernel"}
+ARRAYS = {"holes", "noise_map", "matrix", "kernel", "map_x", "map_y"}
 
 
 def arrays(params):
@@ -54,6 +57,15 @@ def jpeg(image, quality, sampling):
 def run(case):
     kind, name = case["kind"], case["transform"]
     init = case.get("init", {})
+    if kind == "grid":
+        p = case["params"]
+        steps_x, steps_y, n = list(p["steps_x"]), list(p["steps_y"]), p["num_steps"]
+        if p["normalized"]:
+            steps = fgeometric.normalize_grid_distortion_steps(p["shape"], n, steps_x, steps_y)
+            steps_x, steps_y = steps["steps_x"], steps["steps_y"]
+        map_x, map_y = fgeometric.generate_grid(p["shape"], steps_x, steps_y, n)
+        np.save(case["out_image"], np.stack([map_x, map_y]))
+        return
     if kind == "motion_kernel":
         p = case["params"]
         shift = p.get("shift")
@@ -85,6 +97,9 @@ def run(case):
         params = arrays(case["params"])
         if name == "MotionBlur":  # albumentations hands cv2.filter2D a float32 kernel
             params["kernel"] = params["kernel"].astype(np.float32)
+        for key in ("map_x", "map_y"):  # its distortion maps are float32
+            if key in params:
+                params[key] = params[key].astype(np.float32)
         out_image = t.apply(image, **params)
         out_mask = None if mask is None else t.apply_to_mask(mask, **params)
     elif kind == "jpeg":

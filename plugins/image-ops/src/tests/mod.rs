@@ -7,6 +7,7 @@ mod clahe;
 mod color_more;
 mod crop;
 mod degrade;
+mod distort;
 mod flip;
 mod geometric;
 mod motion;
@@ -176,6 +177,7 @@ fn readme_snippets_build() {
             "RandomSizedCrop",
             "CoarseDropout",
             "ShiftScaleRotate",
+            "GridDistortion",
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
