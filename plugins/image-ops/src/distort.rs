@@ -64,18 +64,85 @@ fn half() -> f64 {
     0.5
 }
 
-/// Random band stretches and the warp through them.
-pub struct GridDistortion {
+/// What every per-pixel-map warp shares: keys, masks, probability and sampling.
+pub(crate) struct MapWarp {
     keys: Vec<String>,
     masks: Vec<bool>,
-    p: f64,
-    steps: usize,
-    limit: [f64; 2],
-    normalized: bool,
+    pub(crate) p: f64,
     nearest: bool,
     border: BorderMode,
     fill: f64,
     fill_mask: f64,
+}
+
+impl MapWarp {
+    pub(crate) fn new(
+        ctx: &CreateContext<'_>,
+        what: &str,
+        interpolation: Interpolation,
+        border: BorderMode,
+        [fill, fill_mask]: [f64; 2],
+        masks: &[String],
+        p: f64,
+    ) -> Result<Self> {
+        let nearest = match interpolation {
+            Interpolation::Bilinear => false,
+            Interpolation::Nearest => true,
+            Interpolation::Bicubic => {
+                return Err(Error::config(
+                    "interpolation",
+                    format!("{what} supports \"bilinear\" and \"nearest\""),
+                ))
+            }
+        };
+        let keys = paired_keys(ctx)?;
+        Ok(MapWarp {
+            masks: mask_flags(&keys, masks)?,
+            keys,
+            p: probability("p", p)?,
+            nearest,
+            border,
+            fill,
+            fill_mask,
+        })
+    }
+
+    /// The shared height and width of `inputs`.
+    pub(crate) fn size(&self, inputs: &[&Tensor]) -> Result<(i64, i64)> {
+        let layouts = same_size(&self.keys, inputs)?;
+        Ok((layouts[0].height, layouts[0].width))
+    }
+
+    /// Every input resampled at `(src_y, src_x)` (float64, broadcastable to `(H, W)`).
+    pub(crate) fn warp(
+        &self,
+        inputs: &[&Tensor],
+        src_x: &Tensor,
+        src_y: &Tensor,
+    ) -> Result<Vec<Tensor>> {
+        let layouts = same_size(&self.keys, inputs)?;
+        inputs
+            .iter()
+            .zip(&layouts)
+            .zip(&self.masks)
+            .map(|((x, layout), &mask)| {
+                let sampling = Sampling {
+                    nearest: mask || self.nearest,
+                    border: self.border,
+                    fill: if mask { self.fill_mask } else { self.fill },
+                };
+                remap(layout, x, src_x, src_y, sampling)
+            })
+            .collect()
+    }
+}
+
+/// Random band stretches and the warp through them.
+pub struct GridDistortion {
+    warp: MapWarp,
+    steps: usize,
+    limit: [f64; 2],
+    normalized: bool,
 }
 
 impl FromConfig for GridDistortion {
@@ -94,28 +161,20 @@ impl FromConfig for GridDistortion {
                 format!("needs lo > -1 (bands keep a positive width), got {limit:?}"),
             ));
         }
-        let nearest = match c.interpolation {
-            Interpolation::Bilinear => false,
-            Interpolation::Nearest => true,
-            Interpolation::Bicubic => {
-                return Err(Error::config(
-                    "interpolation",
-                    "GridDistortion supports \"bilinear\" and \"nearest\"",
-                ))
-            }
-        };
-        let keys = paired_keys(ctx)?;
+        let warp = MapWarp::new(
+            ctx,
+            "GridDistortion",
+            c.interpolation,
+            c.border_mode,
+            [c.fill, c.fill_mask],
+            &c.masks,
+            c.p,
+        )?;
         Ok(GridDistortion {
-            masks: mask_flags(&keys, &c.masks)?,
-            keys,
-            p: probability("p", c.p)?,
+            warp,
             steps: c.num_steps as usize,
             limit,
             normalized: c.normalized,
-            nearest,
-            border: c.border_mode,
-            fill: c.fill,
-            fill_mask: c.fill_mask,
         })
     }
 }
@@ -183,7 +242,7 @@ impl GridDistortion {
     /// image `height × width`; `None` when `p` says skip.
     pub(crate) fn params(&self, height: i64, width: i64, seed: u64) -> Option<[Vec<f64>; 2]> {
         let mut rng = rng(seed);
-        if rng.random::<f64>() >= self.p {
+        if rng.random::<f64>() >= self.warp.p {
             return None;
         }
         let mut draw = || -> Vec<f64> {
@@ -204,8 +263,7 @@ impl GridDistortion {
 
 impl NumpyOp for GridDistortion {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        let layouts = same_size(&self.keys, inputs)?;
-        let (h, w) = (layouts[0].height, layouts[0].width);
+        let (h, w) = self.warp.size(inputs)?;
         if h < self.steps as i64 || w < self.steps as i64 {
             return Err(Error::msg(format!(
                 "GridDistortion: a {h}x{w} image is smaller than num_steps = {} bands",
@@ -222,18 +280,6 @@ impl NumpyOp for GridDistortion {
         let ys = Tensor::f_from_slice(&grid_axis(h as usize, self.steps, &sy))?
             .f_to_device(device)?
             .f_view([h, 1])?;
-        inputs
-            .iter()
-            .zip(&layouts)
-            .zip(&self.masks)
-            .map(|((x, layout), &mask)| {
-                let sampling = Sampling {
-                    nearest: mask || self.nearest,
-                    border: self.border,
-                    fill: if mask { self.fill_mask } else { self.fill },
-                };
-                remap(layout, x, &xs, &ys, sampling)
-            })
-            .collect()
+        self.warp.warp(inputs, &xs, &ys)
     }
 }

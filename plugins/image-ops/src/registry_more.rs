@@ -4,8 +4,8 @@
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{
-    Affine, ColorJitter, GaussianBlur, GridDistortion, HueSaturationValue, MedianBlur,
-    ShiftScaleRotate,
+    Affine, ColorJitter, ElasticTransform, GaussianBlur, GridDistortion, HueSaturationValue,
+    MedianBlur, ShiftScaleRotate,
 };
 
 const P: Field = Field::optional(
@@ -83,6 +83,17 @@ inventory::submit! {
         Field::optional("num_steps", "integer", "5", "Bands per axis"),
         Field::optional("distort_limit", "float | [float, float]", "0.3", "Stretch range of each band (l means [-l, l]), lo > -1"),
         Field::optional("normalized", "bool", "true", "Rescale the stretches so the bands span the image"),
+        WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<ElasticTransform>("ElasticTransform", "Smoothed random displacement of every pixel (cv2.remap; image and masks alike)")
+    .fields(&[
+        Field::optional("alpha", "float", "1", "Displacement scale in pixels"),
+        Field::optional("sigma", "float", "50", "Gaussian smoothing of the noise, in pixels"),
+        Field::optional("approximate", "bool", "false", "17 x 17 smoothing kernel instead of 8 sigma + 1"),
+        Field::optional("same_dxdy", "bool", "false", "One field for both axes"),
+        Field::optional("noise_distribution", "\"gaussian\" | \"uniform\"", "\"gaussian\"", "Noise before smoothing"),
         WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
     ])
 }

@@ -11,6 +11,8 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
            params["sampling"] ("444" or "420", OpenCV's default) chroma subsampling;
   grid     GridDistortion's (map_x, map_y), stacked, for image `shape` and stretches
            params["steps_x"] / ["steps_y"], normalised if params["normalized"];
+  elastic  ElasticTransform's (map_x, map_y), stacked, for image `shape` with the noise
+           params["noise"] in place of numpy's draws;
   motion_kernel  albumentations' create_motion_kernel(params["size"], params["angle"],
            params["direction"]) with the shift draws params["shift"] in place of its RNG;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
@@ -32,6 +34,19 @@ ARRAYS = {"holes", "noise_map", "matrix", "kernel", "map_x", "map_y"}
 
 def arrays(params):
     return {k: np.array(v) if k in ARRAYS and isinstance(v, list) else v for k, v in params.items()}
+
+
+class Noise:
+    """Stands in for numpy's Generator: returns the given noise."""
+
+    def __init__(self, noise):
+        self.noise = np.array(noise, dtype=np.float32)
+
+    def standard_normal(self, shape, dtype):
+        return self.noise.reshape(shape).astype(dtype)
+
+    def uniform(self, low, high, size):
+        return self.noise.reshape(size).astype(np.float64)
 
 
 class Draws:
@@ -65,6 +80,16 @@ def run(case):
             steps_x, steps_y = steps["steps_x"], steps["steps_y"]
         map_x, map_y = fgeometric.generate_grid(p["shape"], steps_x, steps_y, n)
         np.save(case["out_image"], np.stack([map_x, map_y]))
+        return
+    if kind == "elastic":
+        p = case["params"]
+        h, w = p["shape"]
+        dx, dy = fgeometric.generate_displacement_fields(
+            (h, w), p["alpha"], p["sigma"], p["same_dxdy"], (17, 17) if p["approximate"] else (0, 0),
+            Noise(p["noise"]), p["noise_distribution"],
+        )
+        maps = np.stack(np.meshgrid(np.arange(w), np.arange(h))) + np.stack([dx, dy])
+        np.save(case["out_image"], maps.astype(np.float32))
         return
     if kind == "motion_kernel":
         p = case["params"]

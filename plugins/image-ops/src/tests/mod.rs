@@ -8,6 +8,7 @@ mod color_more;
 mod crop;
 mod degrade;
 mod distort;
+mod elastic;
 mod flip;
 mod geometric;
 mod motion;
