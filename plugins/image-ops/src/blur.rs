@@ -97,7 +97,7 @@ pub(crate) fn gaussian_kernel(sigma: f64, ksize: i64) -> Vec<f64> {
 }
 
 /// `x` with `pad` pixels added on both sides of `axis` by `border`.
-fn pad_axis(x: &Tensor, axis: i64, pad: i64, border: BorderMode) -> Result<Tensor> {
+pub(crate) fn pad_axis(x: &Tensor, axis: i64, pad: i64, border: BorderMode) -> Result<Tensor> {
     let n = x.size()[axis as usize];
     let index = Tensor::f_arange_start(-pad, n + pad, (Kind::Int64, x.device()))?;
     Ok(x.f_index_select(axis, &fold(&index, n, border)?)?)

@@ -15,23 +15,31 @@ mod affine;
 mod blur;
 mod bytes;
 mod channel_ops;
+mod clahe;
 mod color_ops;
+mod compression;
 mod crop;
+mod distort;
+mod downscale;
 mod dropout;
+mod elastic;
 mod flip;
 mod flips;
 mod hsv;
 mod hsv_pixels;
 mod image_saver;
 mod jitter;
+mod lab;
 mod layout;
 mod max_size;
 pub mod montage;
+mod motion;
 mod pad;
 mod read;
 mod registry;
 mod registry_color;
 mod registry_more;
+mod registry_quality;
 mod resize;
 mod rotate;
 mod sized_crop;
@@ -42,13 +50,18 @@ pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
 };
+pub use clahe::{ClaheConfig, CLAHE};
 pub use color_ops::{
     Bits, BrightnessContrastConfig, Equalize, GammaConfig, GaussNoise, GaussNoiseConfig,
     PlainConfig, Posterize, PosterizeConfig, RandomBrightnessContrast, RandomGamma, Solarize,
     SolarizeConfig, Threshold,
 };
+pub use compression::{ImageCompression, ImageCompressionConfig};
 pub use crop::{CenterCrop, CropConfig, RandomCrop};
+pub use distort::{GridDistortion, GridDistortionConfig};
+pub use downscale::{Downscale, DownscaleConfig, InterpolationPair};
 pub use dropout::{CoarseDropout, CoarseDropoutConfig};
+pub use elastic::{ElasticTransform, ElasticTransformConfig};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};
 pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};
 pub use hsv::{HueSaturationValue, HueSaturationValueConfig};
@@ -56,6 +69,7 @@ pub use image_saver::{ImageSaver, ImageSaverConfig};
 pub use jitter::{ColorJitter, ColorJitterConfig};
 pub use layout::Interpolation;
 pub use max_size::{LongestMaxSize, MaxSizeConfig, SmallestMaxSize};
+pub use motion::{MotionBlur, MotionBlurConfig};
 pub use pad::{PadIfNeeded, PadIfNeededConfig, Position};
 pub use read::{ColorFlag, ReadImage, ReadImageConfig};
 pub use resize::{Resize, ResizeConfig};

@@ -3,7 +3,10 @@
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Affine, ColorJitter, GaussianBlur, HueSaturationValue, MedianBlur, ShiftScaleRotate};
+use crate::{
+    Affine, ColorJitter, ElasticTransform, GaussianBlur, GridDistortion, HueSaturationValue,
+    MedianBlur, ShiftScaleRotate,
+};
 
 const P: Field = Field::optional(
     "p",
@@ -71,6 +74,26 @@ inventory::submit! {
         Field::optional("shift_limit_y", "float | [float, float]", "shift_limit", "Shift range of y"),
         Field::optional("scale_limit", "float | [float, float]", "0.1", "Scale range around 1, drawn per axis"),
         Field::optional("rotate_limit", "float | [float, float]", "45", "Rotation range in degrees"),
+        WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<GridDistortion>("GridDistortion", "Stretches num_steps bands per axis by random factors (cv2.remap; image and masks alike)")
+    .fields(&[
+        Field::optional("num_steps", "integer", "5", "Bands per axis"),
+        Field::optional("distort_limit", "float | [float, float]", "0.3", "Stretch range of each band (l means [-l, l]), lo > -1"),
+        Field::optional("normalized", "bool", "true", "Rescale the stretches so the bands span the image"),
+        WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<ElasticTransform>("ElasticTransform", "Smoothed random displacement of every pixel (cv2.remap; image and masks alike)")
+    .fields(&[
+        Field::optional("alpha", "float", "1", "Displacement scale in pixels"),
+        Field::optional("sigma", "float", "50", "Gaussian smoothing of the noise, in pixels"),
+        Field::optional("approximate", "bool", "false", "17 x 17 smoothing kernel instead of 8 sigma + 1"),
+        Field::optional("same_dxdy", "bool", "false", "One field for both axes"),
+        Field::optional("noise_distribution", "\"gaussian\" | \"uniform\"", "\"gaussian\"", "Noise before smoothing"),
         WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
     ])
 }

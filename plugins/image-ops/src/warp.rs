@@ -56,6 +56,24 @@ pub(crate) fn warp_affine(
         .f_mul_scalar(inv[3])?
         .f_add(&ys.f_mul_scalar(inv[4])?)?
         .f_add_scalar(inv[5])?;
+    remap(layout, x, &src_x, &src_y, s)
+}
+
+/// `cv2.remap`: output pixel `(y, x)` samples `x` (in `layout`) at the float64 source point
+/// `(src_y[y, x], src_x[y, x])` (each `(H, W)`, or broadcastable to it), keeping size,
+/// layout and dtype.
+pub(crate) fn remap(
+    layout: &Spatial,
+    x: &Tensor,
+    src_x: &Tensor,
+    src_y: &Tensor,
+    s: Sampling,
+) -> Result<Tensor> {
+    let (h, w) = (layout.height, layout.width);
+    let (src_x, src_y) = (
+        src_x.f_expand([h, w], false)?,
+        src_y.f_expand([h, w], false)?,
+    );
     let channels = if layout.plain { 1 } else { x.size()[2] };
     let flat = x.f_reshape([h * w, channels])?;
     let out = if s.nearest {

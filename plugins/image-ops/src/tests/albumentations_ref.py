@@ -7,6 +7,14 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
   apply    A.<transform>(**init).apply(image, **params) / .apply_to_mask: a random op with
            the parameters the Rust op reports it drew;
   cv2      cv2.<transform>(image, *params["args"]);
+  jpeg     cv2.imencode / imdecode of an RGB or gray image at params["quality"], with
+           params["sampling"] ("444" or "420", OpenCV's default) chroma subsampling;
+  grid     GridDistortion's (map_x, map_y), stacked, for image `shape` and stretches
+           params["steps_x"] / ["steps_y"], normalised if params["normalized"];
+  elastic  ElasticTransform's (map_x, map_y), stacked, for image `shape` with the noise
+           params["noise"] in place of numpy's draws;
+  motion_kernel  albumentations' create_motion_kernel(params["size"], params["angle"],
+           params["direction"]) with the shift draws params["shift"] in place of its RNG;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
            as one row of `out_image`: the parameter distribution.
 """
@@ -14,20 +22,81 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
 import json
 import sys
 
+from albumentations.augmentations.blur import functional as fblur
+from albumentations.augmentations.geometric import functional as fgeometric
+
 import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "kernel"}
+ARRAYS = {"holes", "noise_map", "matrix", "kernel", "map_x", "map_y"}
 
 
 def arrays(params):
     return {k: np.array(v) if k in ARRAYS and isinstance(v, list) else v for k, v in params.items()}
 
 
+class Noise:
+    """Stands in for numpy's Generator: returns the given noise."""
+
+    def __init__(self, noise):
+        self.noise = np.array(noise, dtype=np.float32)
+
+    def standard_normal(self, shape, dtype):
+        return self.noise.reshape(shape).astype(dtype)
+
+    def uniform(self, low, high, size):
+        return self.noise.reshape(size).astype(np.float64)
+
+
+class Draws:
+    """Stands in for random.Random: uniform() returns the given draws in order."""
+
+    def __init__(self, draws):
+        self.draws = list(draws)
+
+    def uniform(self, a, b):
+        return self.draws.pop(0)
+
+
+def jpeg(image, quality, sampling):
+    factor = {"444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444, "420": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420}[sampling]
+    flags = (cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, factor)
+    if image.ndim == 3 and image.shape[2] == 3:
+        _, encoded = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), flags)
+        return cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    _, encoded = cv2.imencode(".jpg", image, flags)
+    return cv2.imdecode(encoded, cv2.IMREAD_GRAYSCALE).reshape(image.shape)
+
+
 def run(case):
     kind, name = case["kind"], case["transform"]
     init = case.get("init", {})
+    if kind == "grid":
+        p = case["params"]
+        steps_x, steps_y, n = list(p["steps_x"]), list(p["steps_y"]), p["num_steps"]
+        if p["normalized"]:
+            steps = fgeometric.normalize_grid_distortion_steps(p["shape"], n, steps_x, steps_y)
+            steps_x, steps_y = steps["steps_x"], steps["steps_y"]
+        map_x, map_y = fgeometric.generate_grid(p["shape"], steps_x, steps_y, n)
+        np.save(case["out_image"], np.stack([map_x, map_y]))
+        return
+    if kind == "elastic":
+        p = case["params"]
+        h, w = p["shape"]
+        dx, dy = fgeometric.generate_displacement_fields(
+            (h, w), p["alpha"], p["sigma"], p["same_dxdy"], (17, 17) if p["approximate"] else (0, 0),
+            Noise(p["noise"]), p["noise_distribution"],
+        )
+        maps = np.stack(np.meshgrid(np.arange(w), np.arange(h))) + np.stack([dx, dy])
+        np.save(case["out_image"], maps.astype(np.float32))
+        return
+    if kind == "motion_kernel":
+        p = case["params"]
+        shift = p.get("shift")
+        kernel = fblur.create_motion_kernel(p["size"], p["angle"], p["direction"], shift is not None, Draws(shift or []))
+        np.save(case["out_image"], kernel.astype(np.float32) / np.sum(kernel))
+        return
     if kind == "sample":
         t = getattr(A, name)(**init)
         t.set_random_seed(case.get("seed", 0))
@@ -51,8 +120,15 @@ def run(case):
     elif kind == "apply":
         t = getattr(A, name)(**init)
         params = arrays(case["params"])
+        if name == "MotionBlur":  # albumentations hands cv2.filter2D a float32 kernel
+            params["kernel"] = params["kernel"].astype(np.float32)
+        for key in ("map_x", "map_y"):  # its distortion maps are float32
+            if key in params:
+                params[key] = params[key].astype(np.float32)
         out_image = t.apply(image, **params)
         out_mask = None if mask is None else t.apply_to_mask(mask, **params)
+    elif kind == "jpeg":
+        out_image, out_mask = jpeg(image, case["params"]["quality"], case["params"]["sampling"]), None
     elif kind == "cv2":
         f = getattr(cv2, name)
         out_image = f(image, *case["params"]["args"])

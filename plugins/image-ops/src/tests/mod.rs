@@ -3,10 +3,15 @@
 
 mod affine;
 mod blur;
+mod clahe;
 mod color_more;
 mod crop;
+mod degrade;
+mod distort;
+mod elastic;
 mod flip;
 mod geometric;
+mod motion;
 mod photometric;
 mod read;
 mod reference;
@@ -173,8 +178,10 @@ fn readme_snippets_build() {
             "RandomSizedCrop",
             "CoarseDropout",
             "ShiftScaleRotate",
+            "GridDistortion",
             "ColorJitter",
             "RandomBrightnessContrast",
+            "ImageCompression",
         ]
     );
 }

@@ -206,6 +206,10 @@ fn masks_are_untouched_and_p_zero_is_the_identity() {
         "ColorJitter",
         "GaussianBlur",
         "MedianBlur",
+        "Downscale",
+        "ImageCompression",
+        "MotionBlur",
+        "CLAHE",
     ];
     for name in names {
         let op = direct(name, "p = 1.0\nmasks = [\"mask\"]", &["image", "mask"]);
