@@ -56,11 +56,16 @@ fn compile_shim(lib_dir: &Path) {
     compile_nccl(lib_dir, &include, abi.trim());
 }
 
-/// The c10d shim (csrc/dist.cpp, csrc/overlap.cpp). ProcessGroupGloo.hpp declares itself only with
+/// The c10d shim (csrc/dist.cpp, csrc/overlap.cpp, and csrc/logs.cpp's filter of c10's log). ProcessGroupGloo.hpp declares itself only with
 /// `USE_C10D_GLOO` and includes gloo's headers, which the wheel does not ship; scripts/env.sh
 /// installs Debian's libgloo-dev for them (the implementation itself is inside libtorch_cpu).
 fn compile_dist(include: &Path, abi: &str) {
-    for file in ["csrc/dist.cpp", "csrc/dist.hpp", "csrc/overlap.cpp"] {
+    for file in [
+        "csrc/dist.cpp",
+        "csrc/dist.hpp",
+        "csrc/overlap.cpp",
+        "csrc/logs.cpp",
+    ] {
         println!("cargo:rerun-if-changed={file}");
     }
     if !Path::new("/usr/include/gloo/config.h").exists() {
@@ -69,6 +74,7 @@ fn compile_dist(include: &Path, abi: &str) {
     c10d_build(include, abi)
         .file("csrc/dist.cpp")
         .file("csrc/overlap.cpp")
+        .file("csrc/logs.cpp")
         .compile("fe_dist");
 }
 

@@ -39,20 +39,26 @@ fn event_files(dir: &Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-#[test]
-fn image_saver_writes_a_montage_png_and_a_tensorboard_image() {
-    let dir = TempDir::new("image-saver");
+/// A 2-epoch run of the generated images with `ImageSaver` (6 samples, doubled) and
+/// `TensorBoard`, in `dir`.
+fn manifest(dir: &TempDir) -> String {
     run_python_helper(dir.path(), DATA, &[]);
     let d = dir.path().display();
     let files = format!("{{ x = \"{d}/x.npy\", y = \"{d}/y.npy\" }}");
-    let manifest = format!(
+    format!(
         "[run]\nepochs = 2\nseed = 1\ntrain_steps_per_epoch = 1\n\n[pipeline]\nbatch_size = 4\n\n\
          [pipeline.data.train]\ntype = \"npy\"\nfiles = {files}\n\n\
          [pipeline.data.eval]\ntype = \"npy\"\nfiles = {files}\n\n\
          [[traces]]\ntrace = \"ImageSaver\"\ninputs = [\"x\", \"y\"]\noutputs = \"montage\"\n\
          samples = 6\nscale = 2\n\n\
          [[traces]]\ntrace = \"TensorBoard\"\nlog_dir = \"tb\"\n"
-    );
+    )
+}
+
+#[test]
+fn image_saver_writes_a_montage_png_and_a_tensorboard_image() {
+    let dir = TempDir::new("image-saver");
+    let manifest = manifest(&dir);
     run(&dir, 1, &manifest);
     let png = std::fs::read(dir.path().join("images/eval_epoch_2.png")).unwrap();
     let (width, height, rgb) = decode(&png);
@@ -111,4 +117,25 @@ fn image_saver_writes_a_montage_png_and_a_tensorboard_image() {
         rgb,
         "TensorBoard shows the PNG's picture"
     );
+}
+
+/// On 2 ranks the montage is written by rank 0 and shows rank 0's first samples: evaluation
+/// interleaves the samples among the ranks, so its row `k` is sample `2k` (a trace sees its
+/// own rank's batches; the README says so). Same layout as one process's.
+#[test]
+fn on_two_ranks_rank_0_writes_the_montage_of_its_share() {
+    let single = TempDir::new("image-saver-1");
+    run(&single, 1, &manifest(&single));
+    let ranks = TempDir::new("image-saver-2");
+    run(&ranks, 2, &manifest(&ranks));
+    let png =
+        |dir: &TempDir| decode(&std::fs::read(dir.path().join("images/eval_epoch_2.png")).unwrap());
+    let (width, height, rgb) = png(&ranks);
+    assert_eq!((width, height), (png(&single).0, png(&single).1));
+    let at = |x: usize, y: usize| &rgb[(y * width as usize + x) * 3..][..3];
+    for row in 0..6 {
+        let top = 2 + row * 18;
+        let want: Vec<u8> = (0..3).map(|ch| pixel(2 * row, 7, 5, ch)).collect();
+        assert_eq!(at(2 + 2 * 5 + 1, top + 2 * 7 + 1), want, "row {row}");
+    }
 }

@@ -59,20 +59,6 @@ void bucketed(Group &group, at::Tensor **tensors, int count, Collective collecti
     }
 }
 
-// Silences libtorch's own log lines for the rest of the process, unless the user asked for them
-// with TORCH_CPP_LOG_LEVEL (PyTorch's knob). c10d logs every failed attempt to reach the store,
-// and every store call once a peer is gone, with a C++ backtrace, to stderr; what happened
-// reaches the user as one line of fe-host's instead (errors are one line; no backtrace ever
-// reaches the user). Not restored after the join: a lost rank 0 takes the store with it, and
-// the survivors' later store calls (a barrier, the lost-rank diagnosis) would print them.
-void quiet_logs() {
-    // c10's severity of FATAL: only what ends the process is still printed.
-    constexpr int kFatal = 3;
-    if (std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) {
-        FLAGS_caffe2_log_level = kFatal;
-    }
-}
-
 // Every rank posts the world size it was started with, and compares it with rank 0's (rank 0
 // with every other rank's): ranks started with different WORLD_SIZE values would otherwise
 // wait for ranks that never come, and report the ones that did as lost. A rank that does not
@@ -137,7 +123,7 @@ char *fe_dist_join(const char *host, int port, int rank, int world, bool is_serv
                    const char *prefix, int64_t timeout_ms, int device_mode,
                    const char *device_name, int cuda_device, void **out) {
     FE_DIST_GUARD({
-        quiet_logs();
+        fe_dist::filter_logs();
         auto timeout = std::chrono::milliseconds(timeout_ms);
         c10d::TCPStoreOptions options;
         options.port = static_cast<std::uint16_t>(port);

@@ -15,6 +15,10 @@
 
 namespace fe_dist {
 
+// Puts csrc/logs.cpp's filter on std::cerr (once): libtorch's log records about watchdogs and
+// desyncs reach the user without backtraces, the rest (c10d's store noise) does not.
+void filter_logs();
+
 inline char *dist_error(const std::string &message) {
     auto first_line = message.substr(0, message.find('\n'));
     char *out = static_cast<char *>(std::malloc(first_line.size() + 1));

@@ -491,4 +491,6 @@ pub fn free_port() -> std::io::Result<u16> {
 }
 
 #[cfg(test)]
+mod logs;
+#[cfg(test)]
 mod tests;
