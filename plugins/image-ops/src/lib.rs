@@ -12,6 +12,7 @@
 #[macro_use]
 mod color;
 mod affine;
+mod autocontrast;
 mod blur;
 mod bytes;
 mod channel_ops;
@@ -46,6 +47,7 @@ mod sized_crop;
 mod warp;
 
 pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
+pub use autocontrast::{AutoContrast, AutoContrastConfig};
 pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,

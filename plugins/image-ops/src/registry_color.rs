@@ -54,6 +54,15 @@ inventory::submit! {
     Registration::numpy_op::<Equalize>("Equalize", "Equalizes the histogram of every channel (cv2.equalizeHist)").fields(&[MASKS, P])
 }
 inventory::submit! {
+    Registration::numpy_op::<crate::AutoContrast>("AutoContrast", "Stretches each channel's intensity range to the full one (cdf or linear)")
+    .fields(&[
+        Field::optional("cutoff", "float", "0", "Percent of the pixels cut from each end of the histogram"),
+        Field::optional("ignore", "integer", "none", "An intensity left out of the histogram and kept"),
+        Field::optional("method", "\"cdf\" | \"pil\"", "\"cdf\"", "Normalised CDF between the bounds, or a linear ramp"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
     Registration::numpy_op::<GaussNoise>("GaussNoise", "Adds per-pixel normal noise of a random variance")
     .fields(&[
         Field::optional("var_limit", "[float, float]", "[10, 50]", "Noise variance range in uint8 units squared"),

@@ -2,6 +2,7 @@
 //! fixed-seed calls, and the registered factory for calls with a chosen `ctx.seed`.
 
 mod affine;
+mod autocontrast;
 mod blur;
 mod clahe;
 mod color_more;
