@@ -1,5 +1,6 @@
 //! `MeanAveragePrecision` against pycocotools' `COCOeval` (bbox) in one process and on two
-//! ranks: random boxes with padding rows (tests/fixtures/detection_reference.py) go through an
+//! ranks, all six of its AP stats (crowd ground truth, the three area ranges): random boxes
+//! with padding rows (tests/fixtures/detection_reference.py) go through an
 //! `npy` dataset; 61 evaluation images in batches of 8 leave the ranks different shares, and the
 //! reduction must evaluate the gathered detections, not average the ranks' mAPs.
 
@@ -22,16 +23,25 @@ fn mean_average_precision_equals_pycocotools_in_one_process_and_on_two_ranks() {
          [pipeline.data.train]\ntype = \"npy\"\nfiles = {files}\n\n\
          [pipeline.data.eval]\ntype = \"npy\"\nfiles = {files}\n\n\
          [[traces]]\ntrace = \"MeanAveragePrecision\"\ninputs = [\"gt\", \"pred\"]\n\
-         outputs = [\"mAP\", \"AP50\", \"AP75\"]\n"
+         outputs = [\"mAP\", \"AP50\", \"AP75\", \"APs\", \"APm\", \"APl\"]\n"
     );
     let mut bits = Vec::new();
     for world in [1, 2] {
         let dir = TempDir::new(&format!("detection-{world}"));
         let summary = run(&dir, world, &manifest);
         let mut got = Vec::new();
-        for (key, reference) in [("mAP", "map"), ("AP50", "ap50"), ("AP75", "ap75")] {
+        for (key, reference) in [
+            ("mAP", "map"),
+            ("AP50", "ap50"),
+            ("AP75", "ap75"),
+            ("APs", "aps"),
+            ("APm", "apm"),
+            ("APl", "apl"),
+        ] {
             let value = last(&summary, "eval", key);
             let reference = want[reference].as_f64().unwrap();
+            // The references must exercise every area range.
+            assert!(reference > 0.0, "{key}: pycocotools {reference}");
             assert!(
                 (value - reference).abs() < 1e-12,
                 "{world} rank(s) {key}: fe-host {value}, pycocotools {reference}"

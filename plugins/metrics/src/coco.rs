@@ -1,8 +1,11 @@
-//! COCO's box evaluation (pycocotools' `COCOeval` with `iouType = "bbox"`, area range "all",
-//! 100 detections per image), ported step by step so the numbers match: per image and class,
-//! detections sorted by score (stable) and cut to 100, greedily matched to the unmatched
-//! ground truth of highest IoU at each threshold; per class, all images' detections ranked by
-//! score, cumulative precision made monotone, and read at 101 recall points.
+//! COCO's box evaluation (pycocotools' `COCOeval` with `iouType = "bbox"`, its four area
+//! ranges, 100 detections per image), ported step by step so the numbers match: per image,
+//! class and area range, ground truth that is a crowd or outside the range is ignored (sorted
+//! last); detections sorted by score (stable) and cut to 100, greedily matched to the unmatched
+//! ground truth of highest IoU at each threshold (a crowd by the detection's own area, any
+//! number of times); a detection matched to ignored ground truth, or unmatched and outside the
+//! range, is ignored; per class, all images' detections ranked by score, cumulative precision
+//! made monotone, and read at 101 recall points.
 //!
 //! One deliberate difference: where pycocotools ranks detections of equal score by image id,
 //! this ranks them by their box, class and score bits, so the result does not depend on how
@@ -13,15 +16,24 @@ use std::collections::BTreeMap;
 /// A box `[x, y, w, h]` (COCO's top-left corner, width and height).
 pub(crate) type Box4 = [f64; 4];
 
-/// One image's ground truth `(box, class)` and detections `(box, class, score)`, in row order.
+/// One image's ground truth `(box, class, crowd)` and detections `(box, class, score)`, in row
+/// order.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Image {
-    pub truth: Vec<(Box4, i64)>,
+    pub truth: Vec<(Box4, i64, bool)>,
     pub detections: Vec<(Box4, i64, f64)>,
 }
 
 /// Detections kept per image and class (COCO's `maxDets[-1]`).
 const MAX_DETS: usize = 100;
+
+/// COCO's area ranges: all, small, medium, large (`areaRng`), in pixels².
+const AREAS: [(f64, f64); 4] = [
+    (0.0, 1e10),
+    (0.0, 32.0 * 32.0),
+    (32.0 * 32.0, 96.0 * 96.0),
+    (96.0 * 96.0, 1e10),
+];
 
 /// numpy's `linspace(start, stop, num)`: `i · step + start`, the last point exactly `stop`.
 fn linspace(start: f64, stop: f64, num: usize) -> Vec<f64> {
@@ -31,8 +43,9 @@ fn linspace(start: f64, stop: f64, num: usize) -> Vec<f64> {
     points
 }
 
-/// pycocotools' `maskUtils.iou` for two boxes, neither a crowd.
-fn iou(d: &Box4, g: &Box4) -> f64 {
+/// pycocotools' `maskUtils.iou` for two boxes: over the union, or over the detection's own
+/// area when the ground truth is a crowd (a detection inside a crowd region matches it).
+fn iou(d: &Box4, g: &Box4, crowd: bool) -> f64 {
     let w = (d[0] + d[2]).min(g[0] + g[2]) - d[0].max(g[0]);
     if w <= 0.0 {
         return 0.0;
@@ -42,18 +55,43 @@ fn iou(d: &Box4, g: &Box4) -> f64 {
         return 0.0;
     }
     let inter = w * h;
-    inter / (d[2] * d[3] + g[2] * g[3] - inter)
+    let union = if crowd {
+        d[2] * d[3]
+    } else {
+        d[2] * d[3] + g[2] * g[3] - inter
+    };
+    inter / union
 }
 
-/// One detection after matching: score, a sort key for ties, matched at each threshold.
+fn outside(area: f64, (low, high): (f64, f64)) -> bool {
+    area < low || area > high
+}
+
+/// One detection after matching: score, a sort key for ties, and at each threshold whether it
+/// matched and whether it is ignored (matched to an ignored ground truth, or unmatched and
+/// outside the area range).
 struct Scored {
     score: f64,
     key: [u64; 6],
     matched: Vec<bool>,
+    ignored: Vec<bool>,
 }
 
-/// `evaluateImg` for one image and class: the kept detections and the ground-truth count.
-fn evaluate_image(truth: &[Box4], dets: &[(Box4, f64)], thresholds: &[f64]) -> Vec<Scored> {
+/// `evaluateImg` for one image, class and area range: the kept detections, and how many ground
+/// truths count (neither crowds nor outside the range).
+fn evaluate_image(
+    truth: &[(Box4, bool)],
+    dets: &[(Box4, f64)],
+    thresholds: &[f64],
+    range: (f64, f64),
+) -> (Vec<Scored>, usize) {
+    // Ground truth that counts first, the ignored after it (a stable sort, as mergesort).
+    let mut truth: Vec<(Box4, bool, bool)> = truth
+        .iter()
+        .map(|&(b, crowd)| (b, crowd, crowd || outside(b[2] * b[3], range)))
+        .collect();
+    truth.sort_by_key(|g| g.2);
+    let counted = truth.iter().filter(|g| !g.2).count();
     let mut order: Vec<usize> = (0..dets.len()).collect();
     order.sort_by(|&a, &b| dets[b].1.total_cmp(&dets[a].1));
     order.truncate(MAX_DETS);
@@ -69,6 +107,7 @@ fn evaluate_image(truth: &[Box4], dets: &[(Box4, f64)], thresholds: &[f64]) -> V
                 score,
                 key,
                 matched: vec![false; thresholds.len()],
+                ignored: vec![false; thresholds.len()],
             }
         })
         .collect();
@@ -76,29 +115,41 @@ fn evaluate_image(truth: &[Box4], dets: &[(Box4, f64)], thresholds: &[f64]) -> V
         let mut taken = vec![false; truth.len()];
         for (scored, &d) in out.iter_mut().zip(&order) {
             let mut best = threshold.min(1.0 - 1e-10);
-            let mut m = None;
-            for (g, gt) in truth.iter().enumerate() {
-                if taken[g] {
+            let mut m: Option<usize> = None;
+            for (g, &(gt, crowd, ignored)) in truth.iter().enumerate() {
+                // A crowd can match many detections; anything else once.
+                if taken[g] && !crowd {
                     continue;
                 }
-                let overlap = iou(&dets[d].0, gt);
+                // Matched to a counted ground truth: ignored ones (sorted last) cannot win.
+                if m.is_some_and(|m| !truth[m].2) && ignored {
+                    break;
+                }
+                let overlap = iou(&dets[d].0, &gt, crowd);
                 if overlap < best {
                     continue;
                 }
                 best = overlap;
                 m = Some(g);
             }
-            if let Some(g) = m {
-                taken[g] = true;
-                scored.matched[t] = true;
+            match m {
+                Some(g) => {
+                    taken[g] = true;
+                    scored.matched[t] = true;
+                    scored.ignored[t] = truth[g].2;
+                }
+                None => {
+                    let b = dets[d].0;
+                    scored.ignored[t] = outside(b[2] * b[3], range);
+                }
             }
         }
     }
-    out
+    (out, counted)
 }
 
 /// `accumulate` for one class: precision at each recall point, per threshold (`None` when
-/// the class has no ground truth: COCO's -1, left out of the means).
+/// the class has no counted ground truth: COCO's -1, left out of the means).
 fn class_precision(
     scored: &mut [Scored],
     truth: usize,
@@ -115,10 +166,13 @@ fn class_precision(
             let mut rc = Vec::with_capacity(scored.len());
             let mut pr = Vec::with_capacity(scored.len());
             for s in scored.iter() {
-                if s.matched.get(t).copied().unwrap_or(false) {
-                    tp += 1;
-                } else {
-                    fp += 1;
+                // An ignored detection counts as neither, but keeps its place in the curve.
+                if !s.ignored[t] {
+                    if s.matched[t] {
+                        tp += 1;
+                    } else {
+                        fp += 1;
+                    }
                 }
                 rc.push(tp as f64 / truth as f64);
                 pr.push(tp as f64 / (fp as f64 + tp as f64 + f64::EPSILON));
@@ -141,8 +195,8 @@ fn class_precision(
     Some(per_threshold)
 }
 
-/// COCO's mAP@[.5:.95], mAP@.5 and mAP@.75 over `images` (NaN when no class has ground truth).
-pub(crate) fn mean_average_precision(images: &[Image]) -> [f64; 3] {
+/// Every class's precision rows (per threshold) over `images` in area range `range`.
+fn precision_rows(images: &[Image], range: (f64, f64)) -> Vec<Vec<Vec<f64>>> {
     let thresholds = linspace(0.5, 0.95, 10);
     let recalls = linspace(0.0, 1.0, 101);
     let mut by_class: BTreeMap<i64, (Vec<Scored>, usize)> = BTreeMap::new();
@@ -152,11 +206,11 @@ pub(crate) fn mean_average_precision(images: &[Image]) -> [f64; 3] {
         classes.sort_unstable();
         classes.dedup();
         for class in classes {
-            let truth: Vec<Box4> = image
+            let truth: Vec<(Box4, bool)> = image
                 .truth
                 .iter()
                 .filter(|t| t.1 == class)
-                .map(|t| t.0)
+                .map(|t| (t.0, t.2))
                 .collect();
             let dets: Vec<(Box4, f64)> = image
                 .detections
@@ -164,25 +218,22 @@ pub(crate) fn mean_average_precision(images: &[Image]) -> [f64; 3] {
                 .filter(|d| d.1 == class)
                 .map(|d| (d.0, d.2))
                 .collect();
+            let (scored, counted) = evaluate_image(&truth, &dets, &thresholds, range);
             let entry = by_class.entry(class).or_default();
-            entry.0.extend(evaluate_image(&truth, &dets, &thresholds));
-            entry.1 += truth.len();
+            entry.0.extend(scored);
+            entry.1 += counted;
         }
     }
-    let (mut all, mut half, mut three_quarters) = (Vec::new(), Vec::new(), Vec::new());
-    for (scored, truth) in by_class.values_mut() {
-        let Some(precision) = class_precision(scored, *truth, thresholds.len(), &recalls) else {
-            continue;
-        };
-        for (t, row) in precision.iter().enumerate() {
-            all.extend_from_slice(row);
-            match t {
-                0 => half.extend_from_slice(row),
-                5 => three_quarters.extend_from_slice(row),
-                _ => {}
-            }
-        }
-    }
+    by_class
+        .values_mut()
+        .filter_map(|(scored, truth)| class_precision(scored, *truth, thresholds.len(), &recalls))
+        .collect()
+}
+
+/// COCOeval's first six stats over `images`: mAP@[.5:.95], mAP@.5 and mAP@.75 over all areas,
+/// then mAP@[.5:.95] of small, medium and large objects (NaN where COCO prints -1: no class
+/// has counted ground truth in that range).
+pub(crate) fn mean_average_precision(images: &[Image]) -> [f64; 6] {
     let mean = |v: &[f64]| {
         if v.is_empty() {
             f64::NAN
@@ -190,7 +241,26 @@ pub(crate) fn mean_average_precision(images: &[Image]) -> [f64; 3] {
             v.iter().sum::<f64>() / v.len() as f64
         }
     };
-    [mean(&all), mean(&half), mean(&three_quarters)]
+    let mut stats = [f64::NAN; 6];
+    for (a, &range) in AREAS.iter().enumerate() {
+        let (mut all, mut half, mut three_quarters) = (Vec::new(), Vec::new(), Vec::new());
+        for precision in precision_rows(images, range) {
+            for (t, row) in precision.iter().enumerate() {
+                all.extend_from_slice(row);
+                match t {
+                    0 => half.extend_from_slice(row),
+                    5 => three_quarters.extend_from_slice(row),
+                    _ => {}
+                }
+            }
+        }
+        if a == 0 {
+            stats[..3].copy_from_slice(&[mean(&all), mean(&half), mean(&three_quarters)]);
+        } else {
+            stats[2 + a] = mean(&all);
+        }
+    }
+    stats
 }
 
 #[cfg(test)]
@@ -210,24 +280,27 @@ mod tests {
 
     #[test]
     fn a_perfect_detector_scores_one_and_a_miss_half() {
-        let gt = ([10.0, 10.0, 20.0, 20.0], 1);
+        let gt = ([10.0, 10.0, 20.0, 20.0], 1, false);
         let perfect = Image {
             truth: vec![gt],
             detections: vec![([10.0, 10.0, 20.0, 20.0], 1, 0.9)],
         };
         // Precision tp / (tp + fp + eps), as pycocotools computes it: 1 up to the eps.
-        for value in mean_average_precision(std::slice::from_ref(&perfect)) {
+        // A 20×20 box is small: APs is 1 too, and medium and large have nothing to count.
+        let values = mean_average_precision(std::slice::from_ref(&perfect));
+        for value in &values[..4] {
             assert!((value - 1.0).abs() < 1e-15, "{value}");
         }
+        assert!(values[4].is_nan() && values[5].is_nan(), "{values:?}");
         // A second, undetected ground truth: recall stops at 0.5, so 51 of 101 points.
         let mut half = perfect;
-        half.truth.push(([50.0, 50.0, 5.0, 5.0], 1));
-        let [all, at_half, _] = mean_average_precision(&[half]);
+        half.truth.push(([50.0, 50.0, 5.0, 5.0], 1, false));
+        let [all, at_half, ..] = mean_average_precision(&[half]);
         assert!((at_half - 51.0 / 101.0).abs() < 1e-12, "{at_half}");
         assert!((all - 51.0 / 101.0).abs() < 1e-12, "{all}");
         // A class with ground truth but no detection scores 0 at every threshold.
         let missed = Image {
-            truth: vec![([0.0, 0.0, 1.0, 1.0], 2)],
+            truth: vec![([0.0, 0.0, 1.0, 1.0], 2, false)],
             detections: Vec::new(),
         };
         let with_missed = mean_average_precision(&[
@@ -243,7 +316,18 @@ mod tests {
     #[test]
     fn iou_of_overlapping_boxes() {
         // Two 2×2 boxes overlapping in a 1×2 strip: 2 / (4 + 4 - 2).
-        assert_eq!(iou(&[0.0, 0.0, 2.0, 2.0], &[1.0, 0.0, 2.0, 2.0]), 2.0 / 6.0);
-        assert_eq!(iou(&[0.0, 0.0, 1.0, 1.0], &[1.0, 0.0, 1.0, 1.0]), 0.0);
+        assert_eq!(
+            iou(&[0.0, 0.0, 2.0, 2.0], &[1.0, 0.0, 2.0, 2.0], false),
+            2.0 / 6.0
+        );
+        assert_eq!(
+            iou(&[0.0, 0.0, 1.0, 1.0], &[1.0, 0.0, 1.0, 1.0], false),
+            0.0
+        );
+        // Against a crowd: the intersection over the detection's own area.
+        assert_eq!(
+            iou(&[0.0, 0.0, 2.0, 2.0], &[1.0, 0.0, 2.0, 2.0], true),
+            2.0 / 4.0
+        );
     }
 }

@@ -11,13 +11,14 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, Metric, NoConfig, Result, 
 
 use crate::coco::{mean_average_precision, Image};
 
-/// Inputs `[y_true, y_pred]`: ground truth `[N, M, 5]` rows `(x, y, w, h, class)` and
-/// detections `[N, K, 6]` rows `(x, y, w, h, class, score)`, COCO's boxes (top-left corner,
-/// width, height). A row whose class is negative or whose width or height is not positive is
-/// padding. Outputs: mAP@[.5:.95], then optionally mAP@.5 and mAP@.75.
+/// Inputs `[y_true, y_pred]`: ground truth `[N, M, 5]` rows `(x, y, w, h, class)` (or
+/// `[N, M, 6]` with COCO's `iscrowd` last) and detections `[N, K, 6]` rows
+/// `(x, y, w, h, class, score)`, COCO's boxes (top-left corner, width, height). A row whose
+/// class is negative or whose width or height is not positive is padding. Outputs:
+/// mAP@[.5:.95], then optionally mAP@.5, mAP@.75 and mAP of small, medium and large objects.
 pub struct MeanAveragePrecision {
     outputs: usize,
-    /// Rows `(image, x, y, w, h, class)` of this worker's ground truth.
+    /// Rows `(image, x, y, w, h, class, crowd)` of this worker's ground truth.
     truth: Vec<Tensor>,
     /// Rows `(image, x, y, w, h, class, score)` of this worker's detections.
     detections: Vec<Tensor>,
@@ -29,10 +30,10 @@ impl FromConfig for MeanAveragePrecision {
     fn from_config(_: NoConfig, ctx: &CreateContext<'_>) -> Result<Self> {
         ctx.expect_arity(Some(2), None)?;
         let outputs = ctx.outputs.len();
-        if !(1..=3).contains(&outputs) {
+        if !(1..=6).contains(&outputs) {
             return Err(Error::config(
                 "outputs",
-                format!("expected 1 to 3 key(s) (mAP, AP50, AP75), got {outputs}"),
+                format!("expected 1 to 6 key(s) (mAP, AP50, AP75, APs, APm, APl), got {outputs}"),
             ));
         }
         Ok(Self {
@@ -68,6 +69,28 @@ fn rows(boxes: &Tensor, width: i64, first: i64, what: &str) -> Result<Tensor> {
     Ok(all.f_index_select(0, &real.f_nonzero()?.f_reshape([-1])?)?)
 }
 
+/// [`rows`] of ground truth `[N, M, 5]` (no crowds) or `[N, M, 6]` (an `iscrowd` column), as
+/// `[rows, 7]` with the crowd flag last.
+fn truth_rows(y_true: &Tensor, first: i64) -> Result<Tensor> {
+    let size = y_true.size();
+    let widened = match size.as_slice() {
+        [n, m, 5] => Tensor::f_cat(
+            &[
+                y_true.f_to_kind(Kind::Double)?.f_to_device(Device::Cpu)?,
+                Tensor::f_zeros([*n, *m, 1], (Kind::Double, Device::Cpu))?,
+            ],
+            2,
+        )?,
+        [_, _, 6] => y_true.shallow_clone(),
+        _ => {
+            return Err(Error::msg(format!(
+                "MeanAveragePrecision: ground truth must be [N, rows, 5] or [N, rows, 6] (x, y, w, h, class[, iscrowd]), got shape {size:?}"
+            )))
+        }
+    };
+    rows(&widened, 6, first, "ground truth")
+}
+
 impl Metric for MeanAveragePrecision {
     fn reset(&mut self) {
         self.truth.clear();
@@ -84,8 +107,7 @@ impl Metric for MeanAveragePrecision {
                 y_pred.size()
             )));
         }
-        self.truth
-            .push(rows(y_true, 5, self.images, "ground truth")?);
+        self.truth.push(truth_rows(y_true, self.images)?);
         self.detections
             .push(rows(y_pred, 6, self.images, "predictions")?);
         self.images += n;
@@ -109,11 +131,10 @@ impl Metric for MeanAveragePrecision {
                 continue;
             };
             let truth = Vec::<f64>::try_from(&truth.f_reshape([-1])?)?;
-            for row in truth.chunks_exact(6) {
+            for row in truth.chunks_exact(7) {
                 let image = images.entry((p, row[0] as i64)).or_default();
-                image
-                    .truth
-                    .push(([row[1], row[2], row[3], row[4]], row[5] as i64));
+                let b = [row[1], row[2], row[3], row[4]];
+                image.truth.push((b, row[5] as i64, row[6] != 0.0));
             }
             let dets = Vec::<f64>::try_from(&dets.f_reshape([-1])?)?;
             for row in dets.chunks_exact(7) {
@@ -184,6 +205,9 @@ mod tests {
             .metric_epoch(&bad, &[vec![0]])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("ground truth must be [N, rows, 5]"), "{err}");
+        assert!(
+            err.contains("ground truth must be [N, rows, 5] or [N, rows, 6]"),
+            "{err}"
+        );
     }
 }

@@ -200,7 +200,7 @@ inventory::submit! {
 inventory::submit! {
     Registration::metric::<MeanAveragePrecision>(
         "MeanAveragePrecision",
-        "COCO box mAP@[.5:.95] (and AP50, AP75) of [N, K, 6] detections against [N, M, 5] ground truth (pycocotools)",
+        "COCO box mAP@[.5:.95] (and AP50, AP75, APs, APm, APl) of [N, K, 6] detections against [N, M, 5|6] ground truth (iscrowd optional; pycocotools)",
     )
     .default_mode("eval,test")
     .fields(&[])
