@@ -43,6 +43,7 @@ mod registry_more;
 mod registry_quality;
 mod resize;
 mod rotate;
+mod sharpen;
 mod sized_crop;
 mod warp;
 
@@ -76,6 +77,7 @@ pub use pad::{PadIfNeeded, PadIfNeededConfig, Position};
 pub use read::{ColorFlag, ReadImage, ReadImageConfig};
 pub use resize::{Resize, ResizeConfig};
 pub use rotate::{BorderMode, Limit, Rotate, RotateConfig};
+pub use sharpen::{Sharpen, SharpenConfig};
 pub use sized_crop::{
     Crop, FixedCropConfig, RandomResizedCrop, RandomResizedCropConfig, RandomSizedCrop,
     RandomSizedCropConfig,

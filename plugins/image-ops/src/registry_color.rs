@@ -63,6 +63,14 @@ inventory::submit! {
     ])
 }
 inventory::submit! {
+    Registration::numpy_op::<crate::Sharpen>("Sharpen", "Sharpens with a random blend of the identity and a 3x3 Laplacian-like kernel")
+    .fields(&[
+        Field::optional("alpha", "[float, float]", "[0.2, 0.5]", "Range of the kernel's blend, within [0, 1]"),
+        Field::optional("lightness", "[float, float]", "[0.5, 1.0]", "Range of the kernel centre's lightness"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
     Registration::numpy_op::<GaussNoise>("GaussNoise", "Adds per-pixel normal noise of a random variance")
     .fields(&[
         Field::optional("var_limit", "[float, float]", "[10, 50]", "Noise variance range in uint8 units squared"),

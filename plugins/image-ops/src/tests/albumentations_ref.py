@@ -29,7 +29,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "kernel", "map_x", "map_y"}
+ARRAYS = {"holes", "noise_map", "matrix", "kernel", "map_x", "map_y", "sharpening_matrix"}
 
 
 def arrays(params):

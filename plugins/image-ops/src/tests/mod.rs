@@ -19,6 +19,7 @@ mod reference;
 mod resize;
 mod resized_crops;
 mod rotate;
+mod sharpen;
 
 use std::path::{Path, PathBuf};
 
