@@ -17,7 +17,7 @@
 //!
 //! `cargo build --workspace && cargo bench -p fe-host --bench ddp --profile dev`.
 //! Options (environment): FE_BENCH_STEPS (long run, default 300 steps; the short one is a
-//! fifth of it), FE_BENCH_ROUNDS (3).
+//! fifth of it), FE_BENCH_ROUNDS (5: single rounds swing by ±15% on a 2-core machine).
 
 // A benchmark binary: any failure should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -163,7 +163,7 @@ fn all_reduce(dir: &Path) -> String {
 fn main() {
     let long = env_or("FE_BENCH_STEPS", 300);
     let short = (long / 5).max(1);
-    let rounds = env_or("FE_BENCH_ROUNDS", 3);
+    let rounds = env_or("FE_BENCH_ROUNDS", 5);
     let dir = std::env::temp_dir().join(format!("fe-bench-ddp-{}", std::process::id()));
     let _ = write_dataset(&dir);
     std::fs::write(dir.join("lenet.toml"), MANIFEST).expect("manifest");
