@@ -310,9 +310,17 @@ fn a_run_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run() {
     assert!(!killed.join("weights").exists(), "the killed run finished");
     let (_, mut command) = run_in("killed", &["--resume"]);
     let out = command.output_within();
-    let stdout = &out.stdout;
     assert_eq!(out.code, 0, "{}", out.stderr);
-    // From inside epoch 1 (step 10 or later), not from the start.
+    assert_resumed_inside_epoch_1(&out.stdout);
+    assert!(
+        weights(&killed) == weights(&reference),
+        "the resumed run's weights differ from the uninterrupted run's"
+    );
+}
+
+/// A resumed run's output says it resumed inside epoch 1 (from the checkpoint of step 10 or
+/// later) and does not show step 1: it did not start over.
+fn assert_resumed_inside_epoch_1(stdout: &str) {
     let resumed = stdout
         .lines()
         .find(|l| l.starts_with("fe-host resume: "))
@@ -321,10 +329,6 @@ fn a_run_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run() {
     assert!(
         !stdout.contains("train: step: 1;"),
         "the resumed run started over:\n{stdout}"
-    );
-    assert!(
-        weights(&killed) == weights(&reference),
-        "the resumed run's weights differ from the uninterrupted run's"
     );
 }
 
@@ -401,16 +405,7 @@ fn two_ranks_killed_mid_epoch_resume_to_the_weights_of_an_uninterrupted_run() {
     for (rank, run) in runs.iter().enumerate() {
         assert_eq!(run.code, 0, "rank {rank}:\n{}", run.stderr);
     }
-    let stdout = &runs[0].stdout;
-    let resumed = stdout
-        .lines()
-        .find(|l| l.starts_with("fe-host resume: "))
-        .unwrap_or_else(|| panic!("no resume line:\n{stdout}"));
-    assert_contains!(resumed, "epoch 1");
-    assert!(
-        !stdout.contains("train: step: 1;"),
-        "the resumed run started over:\n{stdout}"
-    );
+    assert_resumed_inside_epoch_1(&runs[0].stdout);
     assert!(
         weights(&killed) == weights(&reference),
         "the resumed 2-rank run's weights differ from the uninterrupted run's"

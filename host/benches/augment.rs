@@ -21,37 +21,10 @@
 use std::path::Path;
 
 mod common;
-use common::env_or;
-use common::memory::{fe_host_epoch, python_epoch, run_child_if_asked};
-
-const BATCH: usize = 32;
-
-fn manifest(data: &str, ops: &str, workers: usize) -> String {
-    format!(
-        r#"[run]
-epochs = 1
-
-[pipeline]
-batch_size = {BATCH}
-shuffle = true
-workers = {workers}
-
-[pipeline.data.train]
-{data}
-{ops}
-[[models]]
-name = "lenet"
-architecture = "LeNet"
-optimizer = "adam"
-
-[[network.ops]]
-op = "ModelOp"
-model = "lenet"
-inputs = "x"
-outputs = "y_pred"
-"#
-    )
-}
+use common::memory::{
+    fe_host_epoch, pipeline_manifest as manifest, python_epoch, run_child_if_asked, BATCH,
+};
+use common::{env_or, write_jpegs};
 
 const CIFAR_OPS: &str = r#"
 [[pipeline.ops]]
@@ -143,29 +116,6 @@ fn write_cifar(dir: &Path, images: usize) {
     y.write_npy(dir.join("y.npy")).unwrap();
 }
 
-/// `images` JPEGs of 320×288 (ImageNet's typical size) in two class folders: gradients with
-/// noise, so they compress like photographs rather than like flat colour.
-fn write_jpegs(dir: &Path, images: usize) {
-    let (width, height) = (320u32, 288u32);
-    for i in 0..images {
-        let class = dir.join(format!("c{}", i % 2));
-        std::fs::create_dir_all(&class).unwrap();
-        let mut state = (i as u32).wrapping_mul(2_654_435_761) | 1;
-        let picture = image::RgbImage::from_fn(width, height, |x, y| {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            let noise = state % 24;
-            image::Rgb([
-                ((x * 255 / width + noise) % 256) as u8,
-                ((y * 255 / height + noise + i as u32) % 256) as u8,
-                (((x + y) * 127 / width + noise) % 256) as u8,
-            ])
-        });
-        picture.save(class.join(format!("{i:05}.jpg"))).unwrap();
-    }
-}
-
 fn main() {
     if run_child_if_asked() {
         return;
@@ -176,7 +126,8 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("fe-bench-augment-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("images")).unwrap();
     write_cifar(&dir, cifar);
-    write_jpegs(&dir.join("images"), jpegs);
+    // ImageNet's typical size.
+    write_jpegs(&dir.join("images"), jpegs, 320, 288);
 
     let args = |kind: &str, path: &str| {
         vec![

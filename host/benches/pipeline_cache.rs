@@ -21,29 +21,7 @@ use fe_host::plugins::search_path;
 use fe_plugin_api::Mode;
 
 mod common;
-use common::{env_or, prepare};
-
-/// `images` JPEGs of `size`² pixels in two class folders: smooth gradients with a little
-/// noise, so they compress like photographs rather than like flat colour.
-fn write_jpegs(dir: &Path, images: usize, size: u32) {
-    for i in 0..images {
-        let class = dir.join(format!("c{}", i % 2));
-        std::fs::create_dir_all(&class).unwrap();
-        let mut state = (i as u32).wrapping_mul(2_654_435_761) | 1;
-        let picture = image::RgbImage::from_fn(size, size, |x, y| {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            let noise = state % 24;
-            image::Rgb([
-                ((x * 255 / size + noise) % 256) as u8,
-                ((y * 255 / size + noise + i as u32) % 256) as u8,
-                (((x + y) * 127 / size + noise) % 256) as u8,
-            ])
-        });
-        picture.save(class.join(format!("{i:05}.jpg"))).unwrap();
-    }
-}
+use common::{env_or, prepare, write_jpegs};
 
 fn manifest(cache: &str) -> String {
     format!(
@@ -129,7 +107,7 @@ fn main() {
     let size = env_or("FE_BENCH_SIZE", 256) as u32;
     let plugin_dir = prepare();
     let dir = std::env::temp_dir().join(format!("fe-bench-cache-{}", std::process::id()));
-    write_jpegs(&dir.join("images"), images, size);
+    write_jpegs(&dir.join("images"), images, size, size);
     let workers = std::env::var("FE_BENCH_WORKERS")
         .map(|w| format!("workers = {w}"))
         .unwrap_or_default();

@@ -22,39 +22,12 @@ use std::process::Command;
 
 mod common;
 use common::env_or;
-use common::memory::{fe_host_epoch, python_epoch, run_child_if_asked};
-
-const BATCH: usize = 32;
+use common::memory::{
+    fe_host_epoch, pipeline_manifest as manifest, python_epoch, run_child_if_asked, BATCH,
+};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn manifest(data: &str, ops: &str, workers: usize) -> String {
-    format!(
-        r#"[run]
-epochs = 1
-
-[pipeline]
-batch_size = {BATCH}
-shuffle = true
-workers = {workers}
-
-[pipeline.data.train]
-{data}
-{ops}
-[[models]]
-name = "lenet"
-architecture = "LeNet"
-optimizer = "adam"
-
-[[network.ops]]
-op = "ModelOp"
-model = "lenet"
-inputs = "x"
-outputs = "y_pred"
-"#
-    )
 }
 
 const IMAGE_OPS: &str = r#"

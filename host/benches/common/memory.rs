@@ -181,3 +181,37 @@ pub fn python_epoch(
         .current_dir(dir);
     epoch_rate(&run_measured(command), expected)
 }
+
+/// The batch size both sides of a loader benchmark use.
+pub const BATCH: usize = 32;
+
+/// A one-epoch manifest whose training pipeline reads `data` (the lines of a
+/// `[pipeline.data.train]` table) through `ops` (`[[pipeline.ops]]` tables) on `workers`
+/// workers, shuffled, in batches of [`BATCH`]; the network is there only because a manifest
+/// needs one, the child never builds it.
+pub fn pipeline_manifest(data: &str, ops: &str, workers: usize) -> String {
+    format!(
+        r#"[run]
+epochs = 1
+
+[pipeline]
+batch_size = {BATCH}
+shuffle = true
+workers = {workers}
+
+[pipeline.data.train]
+{data}
+{ops}
+[[models]]
+name = "lenet"
+architecture = "LeNet"
+optimizer = "adam"
+
+[[network.ops]]
+op = "ModelOp"
+model = "lenet"
+inputs = "x"
+outputs = "y_pred"
+"#
+    )
+}

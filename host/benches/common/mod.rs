@@ -238,3 +238,26 @@ pub fn run_python(dir: &Path, script: &str, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// `images` JPEGs of `width × height` pixels in two class folders (`c0`, `c1`): smooth
+/// gradients with a little noise, so they compress like photographs rather than like flat
+/// colour.
+pub fn write_jpegs(dir: &Path, images: usize, width: u32, height: u32) {
+    for i in 0..images {
+        let class = dir.join(format!("c{}", i % 2));
+        std::fs::create_dir_all(&class).unwrap();
+        let mut state = (i as u32).wrapping_mul(2_654_435_761) | 1;
+        let picture = image::RgbImage::from_fn(width, height, |x, y| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            let noise = state % 24;
+            image::Rgb([
+                ((x * 255 / width + noise) % 256) as u8,
+                ((y * 255 / height + noise + i as u32) % 256) as u8,
+                (((x + y) * 127 / width + noise) % 256) as u8,
+            ])
+        });
+        picture.save(class.join(format!("{i:05}.jpg"))).unwrap();
+    }
+}
