@@ -159,24 +159,31 @@ fn apertures() -> Bits {
     Bits::Range([3, 7])
 }
 
+/// A `blur_limit` as albumentations reads it for odd apertures: `l` means `[3, l]`, each bound
+/// raised to the next odd size of at least 3.
+pub(crate) fn odd_blur_limit(limit: Bits) -> Result<[i64; 2]> {
+    let [lo, hi] = match limit {
+        Bits::One(l) => [3, l],
+        Bits::Range(r) => r,
+    };
+    let odd = |v: i64| (v + i64::from(v % 2 == 0)).max(3);
+    let (lo, hi) = (odd(lo), odd(hi));
+    if lo > hi {
+        return Err(Error::config(
+            "blur_limit",
+            format!("needs lo <= hi, got [{lo}, {hi}]"),
+        ));
+    }
+    Ok([lo, hi])
+}
+
 /// Draws an odd aperture and takes the median of each window.
 pub(crate) struct Median([i64; 2]);
 
 impl TryFrom<MedianBlurConfig> for Median {
     type Error = Error;
     fn try_from(c: MedianBlurConfig) -> Result<Self> {
-        let [lo, hi] = match c.blur_limit {
-            Bits::One(l) => [3, l],
-            Bits::Range(r) => r,
-        };
-        let odd = |v: i64| (v + i64::from(v % 2 == 0)).max(3);
-        let (lo, hi) = (odd(lo), odd(hi));
-        if lo > hi {
-            return Err(Error::config(
-                "blur_limit",
-                format!("needs lo <= hi, got [{lo}, {hi}]"),
-            ));
-        }
+        let [lo, hi] = odd_blur_limit(c.blur_limit)?;
         Ok(Median([lo, hi]))
     }
 }

@@ -79,18 +79,7 @@ fn ordered(field: &str, [lo, hi]: [f64; 2], min: f64, max: f64) -> Result<[f64; 
 impl TryFrom<MotionBlurConfig> for Motion {
     type Error = Error;
     fn try_from(c: MotionBlurConfig) -> Result<Self> {
-        let [lo, hi] = match c.blur_limit {
-            Bits::One(l) => [3, l],
-            Bits::Range(r) => r,
-        };
-        let odd = |v: i64| (v + i64::from(v % 2 == 0)).max(3);
-        let (lo, hi) = (odd(lo), odd(hi));
-        if lo > hi {
-            return Err(Error::config(
-                "blur_limit",
-                format!("needs lo <= hi, got [{lo}, {hi}]"),
-            ));
-        }
+        let [lo, hi] = crate::blur::odd_blur_limit(c.blur_limit)?;
         Ok(Motion {
             sizes: [lo, hi],
             shifted: c.allow_shifted,
