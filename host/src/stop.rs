@@ -255,17 +255,18 @@ pub fn received() -> Option<Signal> {
 pub struct StopRequest {
     /// Set once the run decided to stop; later checks then cost nothing.
     pub decided: Option<Signal>,
-    /// A rank of a data-parallel run: its own flag is only a proposal, and `decided` is set
-    /// by the ranks' agreement ([`StopRequest::decide`]), never by this process alone.
-    pub shared: bool,
 }
 
 impl StopRequest {
     /// Whether the run stops after the step that just ended. One relaxed atomic load: cheap
     /// enough for every step. In a data-parallel run this is where the ranks' flags are
     /// combined (a max all-reduce), so that all of them stop after the same step.
-    pub fn agreed(&mut self) -> Option<Signal> {
-        if self.decided.is_none() && !self.shared {
+    ///
+    /// `shared`: this is a rank of a data-parallel run, whose own flag is only a proposal:
+    /// `decided` is then set by the ranks' agreement ([`StopRequest::decide`]), never by this
+    /// process alone.
+    pub fn agreed(&mut self, shared: bool) -> Option<Signal> {
+        if self.decided.is_none() && !shared {
             self.decided = received();
         }
         self.decided
@@ -299,7 +300,7 @@ mod tests {
             Some("SIGTERM")
         );
         assert_eq!(Signal::from_number(0), None);
-        assert_eq!(StopRequest::default().agreed(), None);
+        assert_eq!(StopRequest::default().agreed(false), None);
         for signal in [None, Some(Signal::Interrupt), Some(Signal::Terminate)] {
             assert_eq!(Signal::from_code(Signal::code(signal)), signal);
         }

@@ -95,8 +95,6 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
         out: Box::new(std::io::sink()),
         progress: false,
     };
-    // Dropped after the estimator, as in `run` (see there).
-    let mut held = None;
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
     let source = weights.path()?;
     if let Some(path) = &source {
@@ -105,19 +103,15 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
     if let Some(membership) = &membership {
         // Each rank evaluates its share of every dataset; the traces reduce across ranks as
         // they do in a run's evaluation, so every rank ends with the numbers of the whole.
-        (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
-        (estimator.pipeline).share_cores(membership.local_world, &manifest);
-        let group = super::run::join_group(membership, &manifest, device)?;
-        held = Some(group.clone());
-        estimator.join(group, &manifest)?;
+        let sharded = crate::dist::startup::shard(&mut estimator.pipeline, membership, &manifest)?;
+        let joined = sharded.join(&manifest, device)?;
+        estimator.join(joined, &manifest)?;
     }
     let results = estimator
         .evaluate(mode, epoch)
-        .map_err(|error| super::run::own_failure(held.as_ref(), error))?;
+        .map_err(|error| estimator.strategy.own_failure(error))?;
     if !speaks {
-        if let Some(group) = &held {
-            group.ended_well();
-        }
+        estimator.strategy.ended_well();
         return Ok(());
     }
     let from = source.map_or_else(

@@ -250,27 +250,6 @@ fn gather<T: Serialize + for<'de> Deserialize<'de>>(
         .collect()
 }
 
-/// Every rank's outcome of its restore (or fresh start), heard by all before any trains: a
-/// rank whose restore failed says its own error, as one process would; the others, which
-/// restored, name it rather than wait for weights it will never send.
-pub fn together(group: &SharedGroup, restored: Result<()>) -> Result<()> {
-    let verdict = restored.as_ref().err().map(ToString::to_string);
-    let verdicts = gather(group, &verdict)?;
-    restored?;
-    match verdicts
-        .into_iter()
-        .enumerate()
-        .find_map(|(r, v)| v.map(|v| (r, v)))
-    {
-        Some((failed, error)) => Err(Error::Run(format!(
-            "rank {} of {}: stopped because rank {failed} failed ({error})",
-            group.rank(),
-            group.world()
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// Says where the run continues, as a resume of one process does (unless `quiet`).
 pub fn announce(files: &Files, quiet: bool) -> Result<()> {
     crate::stop::checkpoint_complete();

@@ -7,7 +7,6 @@ use super::{check_before_building, checkpoint, device, summary, versions, RunArg
 use crate::components::load_manifest_registry;
 use crate::error::{Error, Result};
 use crate::estimator::{Estimator, RunOptions};
-use crate::manifest::Manifest;
 use crate::plugins::default_search_path;
 
 pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
@@ -113,37 +112,29 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         out: Box::new(std::io::stdout()),
         progress: std::io::stdout().is_terminal(),
     };
-    // This rank's share of the process group, to tell the others should it fail by itself.
-    // Declared before the estimator so that it is dropped after it: the group's last holder
-    // then leaves it with no gradient hook still holding its connections open.
-    let mut held = None;
     let mut estimator = Estimator::build(&manifest, &registry, device, options)?;
     let request = checkpoint::resume_request(args.resume.as_deref(), &manifest, args.smoke);
     let resume_options = crate::estimator::checkpointing::ResumeOptions {
         allow_changes: args.allow_changes,
         epochs: args.epochs,
+        rank: membership.as_ref().map_or(0, |m| m.rank),
     };
     if let Some(membership) = &membership {
-        // Before the rendezvous: a rank refusing the batch after it would leave the others
-        // waiting on a store that is gone.
-        (estimator.pipeline).shard(membership.rank, membership.world, &manifest)?;
-        (estimator.pipeline).share_cores(membership.local_world, &manifest);
-        let group = join_group(membership, &manifest, device)?;
-        held = Some(group.clone());
-        estimator.join_before_restore(group.clone(), &manifest)?;
-        // Rank 0 picks the checkpoint, every rank restores exactly it, and only then do the
-        // replicas take rank 0's weights: a broadcast before the restore would be undone by it.
-        let agreed = super::resume::agree(&group, &manifest, request, quiet)?;
+        // The order is the types' (see `dist::startup`): shard, join, check, restore, and only
+        // then take rank 0's weights — a broadcast before the restore would be undone by it.
+        let sharded = crate::dist::startup::shard(&mut estimator.pipeline, membership, &manifest)?;
+        let joined = sharded.join(&manifest, device)?;
+        let restoring = estimator.join_before_restore(joined, &manifest)?;
+        // Rank 0 picks the checkpoint and every rank restores exactly it.
+        let agreed = super::resume::agree(restoring.group(), &manifest, request, quiet)?;
         let restored = match &agreed {
             Some(files) => estimator
                 .resume_from_files(files, resume_options)
                 .and_then(|()| super::resume::announce(files, quiet)),
             None => load_weights(&mut estimator, args.load_weights.as_deref()),
         };
-        super::resume::together(&group, restored)?;
-        estimator
-            .take_rank_zero_weights(&group)
-            .map_err(|error| own_failure(held.as_ref(), error))?;
+        let restored = restoring.restored(restored)?;
+        estimator.take_rank_zero_weights(restored)?;
     } else {
         // Decided before the weights are touched: with `auto`, --load-weights is for a fresh
         // start.
@@ -200,7 +191,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
     crate::stop::install();
     let mut outcome = estimator
         .fit()
-        .map_err(|error| own_failure(held.as_ref(), error));
+        .map_err(|error| estimator.strategy.own_failure(error));
     if let Some(version) = &version {
         let ended = match &outcome {
             Ok(()) => "completed",
@@ -227,8 +218,8 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         }
     }
     if !speaks {
-        if let (Ok(()), Some(group)) = (&outcome, &held) {
-            group.ended_well();
+        if outcome.is_ok() {
+            estimator.strategy.ended_well();
         }
         // Saved weights, exports and summaries are rank 0's to write.
         return outcome;
@@ -263,15 +254,7 @@ pub(super) fn run_manifest(args: RunArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.summary {
-        let data_parallel = estimator.network.group.as_ref().map(|group| {
-            serde_json::json!({
-                "rank": group.rank(),
-                "world": group.world(),
-                "gradient_averages": group.gradient_averages(),
-                "gradient_waits": group.gradient_waits(),
-                "checked_collectives": group.checked_collectives(),
-            })
-        });
+        let data_parallel = estimator.strategy.summary();
         let json = crate::system::summary_json(&estimator.system, data_parallel)
             .map_err(|e| Error::Internal(format!("cannot serialize the summary: {e}")))?;
         std::fs::write(path, json).map_err(|e| Error::io(path, e))?;
@@ -380,49 +363,4 @@ pub(super) fn data_parallel_membership(smoke: bool) -> Result<Option<crate::dist
         )));
     }
     Ok(Some(membership))
-}
-
-/// A data-parallel rank's failure, said as its own and left for the other ranks to name, when
-/// it is its own: a failure of the ranks together (a lost rank, a collective mismatch) and a
-/// stop pass as they are.
-pub(super) fn own_failure(group: Option<&crate::dist::SharedGroup>, error: Error) -> Error {
-    let Some(group) = group else {
-        return error;
-    };
-    match error {
-        Error::Stopped { .. }
-        | Error::SmokeStopped { .. }
-        | Error::RankFailed { .. }
-        | Error::OnRank { .. } => error,
-        _ if crate::dist::is_collective_failure(&error.to_string()) => error,
-        _ => {
-            group.post_failure(&error.to_string());
-            Error::OnRank {
-                rank: group.rank(),
-                world: group.world(),
-                error: Box::new(error),
-            }
-        }
-    }
-}
-
-/// Joins the process group of `membership`, waiting at most `run.process_group_timeout` for
-/// the other ranks (the same timeout bounds every collective of the run).
-pub(super) fn join_group(
-    membership: &crate::dist::Membership,
-    manifest: &Manifest,
-    device: tch::Device,
-) -> Result<crate::dist::SharedGroup> {
-    let cuda = match device {
-        tch::Device::Cuda(index) => Some(index),
-        _ => None,
-    };
-    let group =
-        crate::dist::ProcessGroup::join(membership, manifest.run.process_group_timeout, cuda)
-            .map_err(Error::Run)?;
-    crate::dist::role::set(membership.rank, membership.world);
-    let mut group = crate::dist::SharedGroup::new(group);
-    let check = manifest.run.check_collectives || crate::dist::check::asked_in_env();
-    group.agree_on_check(check).map_err(Error::Run)?;
-    Ok(group)
 }

@@ -107,10 +107,10 @@ pub fn lines(
 /// the communication backward did not hide, and what a run on N ranks loses to one process with
 /// N times the threads.
 fn parallel_line(estimator: &Estimator) -> Option<String> {
-    let group = estimator.network.group.as_ref()?;
-    let waits = group.gradient_waits();
+    let waits = estimator.strategy.gradient_waits()?;
+    let world = estimator.strategy.world();
     if waits.updates == 0 {
-        return Some(format!("fe-host parallel: {} ranks;", group.world()));
+        return Some(format!("fe-host parallel: {world} ranks;"));
     }
     let share = match estimator.train_seconds() {
         seconds if seconds > 0.0 => {
@@ -123,7 +123,7 @@ fn parallel_line(estimator: &Estimator) -> Option<String> {
     };
     Some(format!(
         "fe-host parallel: {} ranks; gradients waited for after backward: median {} ms, p95 {} ms, {} s in all{share};",
-        group.world(),
+        world,
         format_number(waits.median_ms),
         format_number(waits.p95_ms),
         format_number(waits.total_seconds),

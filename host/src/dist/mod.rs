@@ -8,7 +8,9 @@ pub mod cluster;
 pub mod env;
 pub mod overlap;
 pub mod role;
+pub mod startup;
 mod states;
+pub mod strategy;
 pub mod sync;
 pub mod waits;
 mod watchdog;
@@ -43,6 +45,7 @@ pub fn is_collective_failure(message: &str) -> bool {
 
 pub use env::{membership, Cluster, GlooDevice, Membership};
 pub use overlap::Overlap;
+pub use strategy::Strategy;
 pub use sync::SharedGroup;
 
 extern "C" {

@@ -50,8 +50,43 @@ struct AverageCounts {
 /// agreed (no signal, SIGINT, SIGTERM).
 const NOTHING_CARRIED: u8 = 0;
 
-/// A process group that several parts of the run hold.
-#[derive(Clone)]
+/// This rank's weight in the steps of one epoch whose shares differ between the ranks (see
+/// [`StepWeight::set`]); 1 again once dropped. It holds the weight, not the group.
+pub struct StepWeight {
+    contribution: Arc<AtomicU64>,
+    rank: usize,
+    world: usize,
+}
+
+impl StepWeight {
+    /// Weighs this rank's loss and gradients in the coming step by `weight`: its samples ×
+    /// world / the step's samples over all ranks, so that the average of the weighted
+    /// per-rank means is the mean over the samples the step really trained on; 0 for a rank
+    /// with no data left, which still takes part in every collective (see
+    /// `estimator::uneven`). 1 (every rank with a full share) changes nothing.
+    pub fn set(&self, weight: f64) {
+        self.contribution.store(weight.to_bits(), Ordering::Relaxed);
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How many ranks train together.
+    pub fn world(&self) -> usize {
+        self.world
+    }
+}
+
+impl Drop for StepWeight {
+    fn drop(&mut self) {
+        self.set(1.0);
+    }
+}
+
+/// The process group and what the ranks keep about it. Not `Clone`: the start-up stages
+/// hand it on to the [`super::Strategy`], its one holder for the rest of the run.
 pub struct SharedGroup {
     group: Arc<Mutex<ProcessGroup>>,
     rank: usize,
@@ -62,7 +97,7 @@ pub struct SharedGroup {
     /// averaged gradients after backward.
     averages: Arc<AverageCounts>,
     /// The weight of this rank's gradients in the current step's average, as `f64` bits (see
-    /// [`SharedGroup::set_contribution`]).
+    /// [`StepWeight::set`]).
     contribution: Arc<AtomicU64>,
     /// Check mode: every collective is preceded by a comparison of fingerprints (see
     /// [`check`]).
@@ -186,18 +221,19 @@ impl SharedGroup {
         self.lock().cluster()
     }
 
-    /// Weighs this rank's gradients in the averages of the coming step by `weight`: its
-    /// samples × world / the step's samples over all ranks, so that the average of the
-    /// weighted per-rank means is the mean over the samples the step really trained on; 0 for
-    /// a rank with no data left, which still takes part in every collective (see
-    /// `estimator::uneven`). 1 (every rank with a full share) changes nothing.
-    pub fn set_contribution(&self, weight: f64) {
-        self.contribution.store(weight.to_bits(), Ordering::Relaxed);
-    }
-
-    /// The weight [`SharedGroup::set_contribution`] set last (1 before any).
+    /// The weight [`StepWeight::set`] set last (1 before any and outside uneven epochs).
     pub fn contribution(&self) -> f64 {
         f64::from_bits(self.contribution.load(Ordering::Relaxed))
+    }
+
+    /// A handle that sets this rank's weight for the steps of one epoch, and sets it back to 1
+    /// when dropped, however the epoch ends.
+    pub fn step_weight(&self) -> StepWeight {
+        StepWeight {
+            contribution: Arc::clone(&self.contribution),
+            rank: self.rank,
+            world: self.world,
+        }
     }
 
     /// How many updates this rank's gradients were averaged for, during and after backward.

@@ -258,7 +258,8 @@ impl Estimator {
                         warmup: true,
                         seed: 0,
                     };
-                    self.network.run_step(&plan, &mut batch, &step)?;
+                    self.network
+                        .run_step_in(&plan, &mut batch, &step, &self.strategy)?;
                 }
             }
         }

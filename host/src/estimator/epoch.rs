@@ -47,7 +47,7 @@ impl Estimator {
         if ds_ids.is_empty() {
             return Ok(Epoch::NoData);
         }
-        let shared = self.network.group.is_some();
+        let shared = self.strategy.is_data_parallel();
         self.system.mode = Some(mode);
         if resume.is_none() {
             self.system.batch_idx = 0;
@@ -102,7 +102,7 @@ impl Estimator {
             }
             let mut loader = loader;
             let mut joined = match mode {
-                Mode::Train => Joined::start(self.network.group.as_ref(), &loader),
+                Mode::Train => Joined::start(&self.strategy, &loader),
                 _ => None,
             };
             let mut batches_done = skip;
@@ -124,7 +124,7 @@ impl Estimator {
                             )?;
                             first.next().transpose()
                         };
-                        match joined.next(&mut loader, fallback)? {
+                        match joined.next(&self.strategy, &mut loader, fallback)? {
                             Turn::Own(batch) => (batch, false),
                             Turn::Shadow(batch) => (batch, true),
                             Turn::End => break,
@@ -134,9 +134,7 @@ impl Estimator {
                 batches_done += 1;
                 if mode == Mode::Train {
                     self.system.global_step += 1;
-                    if let Some(group) = &self.network.group {
-                        group.at_step(self.system.global_step);
-                    }
+                    self.strategy.at_step(self.system.global_step);
                 }
                 self.system.batch_idx += 1;
                 let step = StepContext {
@@ -198,7 +196,7 @@ impl Estimator {
                         .config
                         .as_ref()
                         .is_some_and(|c| policy::due_after_step(c, self.system.global_step));
-                let interrupted = mode == Mode::Train && self.stop.agreed().is_some();
+                let interrupted = mode == Mode::Train && self.stop.agreed(shared).is_some();
                 if due || interrupted {
                     self.save_checkpoint(Cursor::InEpoch {
                         epoch,
@@ -236,10 +234,10 @@ impl Estimator {
         step: &StepContext<'_>,
     ) -> Result<Flow> {
         let begin = self.batch_hooks(TraceHook::BatchBegin, active, batch, data)?;
-        if begin == Flow::Stop && self.network.group.is_none() {
+        if begin == Flow::Stop && !self.strategy.is_data_parallel() {
             return Ok(Flow::Stop);
         }
-        if let Err(error) = self.network.run_step(plan, batch, step) {
+        if let Err(error) = self.network.run_step_in(plan, batch, step, &self.strategy) {
             return Err(self.explain_failure(error, batch.size));
         }
         let end = self.batch_hooks(TraceHook::BatchEnd, active, batch, data)?;
@@ -259,7 +257,7 @@ impl Estimator {
         step: &StepContext<'_>,
     ) -> Result<()> {
         let buffers = self.network.snapshot_buffers().map_err(Error::Run)?;
-        if let Err(error) = self.network.run_step(plan, batch, step) {
+        if let Err(error) = self.network.run_step_in(plan, batch, step, &self.strategy) {
             return Err(self.explain_failure(error, batch.size));
         }
         self.network.restore_buffers(&buffers).map_err(Error::Run)
@@ -322,6 +320,7 @@ impl Estimator {
                 traces,
                 system,
                 network,
+                strategy,
                 ..
             } = self;
             let mut cx = Cx {
@@ -330,6 +329,7 @@ impl Estimator {
                 data,
                 batch_size: batch.size,
                 notes: &mut notes,
+                strategy,
             };
             for &index in active {
                 traces[index].run(hook, &mut cx, Some(batch))?;
@@ -350,6 +350,7 @@ impl Estimator {
                 traces,
                 system,
                 network,
+                strategy,
                 ..
             } = self;
             let mut cx = Cx {
@@ -358,6 +359,7 @@ impl Estimator {
                 data: &mut data,
                 batch_size: 0,
                 notes: &mut notes,
+                strategy,
             };
             for trace in traces.iter_mut() {
                 let runs = match hook {
@@ -373,7 +375,7 @@ impl Estimator {
             self.log_epoch(&data);
         }
         self.print_notes(&notes);
-        if self.network.group.is_some() {
+        if self.strategy.is_data_parallel() {
             return self.agree_to_stop();
         }
         Ok(self.flow())
@@ -388,10 +390,10 @@ impl Estimator {
     ///
     /// [`SharedGroup::take_carried_signal`]: crate::dist::SharedGroup::take_carried_signal
     fn agree_after_step(&mut self, traces_may_stop: bool) -> Result<Flow> {
-        let Some(group) = &self.network.group else {
+        if !self.strategy.is_data_parallel() {
             return Ok(self.flow());
-        };
-        let carried = group.take_carried_signal();
+        }
+        let carried = self.strategy.take_carried_signal();
         if let (false, Some(signal)) = (traces_may_stop, carried) {
             self.stop.decide(signal);
             return Ok(self.flow());
@@ -400,7 +402,7 @@ impl Estimator {
             f64::from(u8::from(self.system.stop_training)),
             crate::stop::Signal::code(self.stop.local()),
         ];
-        let agreed = group.max(&proposal).map_err(Error::Run)?;
+        let agreed = self.strategy.max(&proposal)?;
         self.system.stop_training = agreed[0] > 0.0;
         self.stop.decide(crate::stop::Signal::from_code(agreed[1]));
         Ok(self.flow())
@@ -408,21 +410,19 @@ impl Estimator {
 
     /// Data parallel: whether any rank's traces set `stop_training` (then all stop).
     pub(super) fn agree_to_stop(&mut self) -> Result<Flow> {
-        if let Some(group) = &self.network.group {
-            self.system.stop_training = group.any(self.system.stop_training).map_err(Error::Run)?;
-        }
+        self.system.stop_training = self.strategy.any(self.system.stop_training)?;
         Ok(self.flow())
     }
 
     /// Whether a signal asked the run to stop — on any rank, in a data-parallel run (where
     /// the ranks agree on it here, at an epoch's end).
     pub(super) fn signal_agreed(&mut self) -> Result<Option<crate::stop::Signal>> {
-        if let Some(group) = &self.network.group {
+        if self.strategy.is_data_parallel() {
             let proposal = [crate::stop::Signal::code(self.stop.local())];
-            let agreed = group.max(&proposal).map_err(Error::Run)?;
+            let agreed = self.strategy.max(&proposal)?;
             self.stop.decide(crate::stop::Signal::from_code(agreed[0]));
         }
-        Ok(self.stop.agreed())
+        Ok(self.stop.agreed(self.strategy.is_data_parallel()))
     }
 
     fn flow(&self) -> Flow {

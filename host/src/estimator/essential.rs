@@ -101,22 +101,21 @@ impl HostTrace for TrainEssential {
         // Data parallel: the loss of the step is the mean over the ranks' batches (what one
         // process computes over the global batch, when the loss is a mean over samples), each
         // weighed by its share of the step's samples where the shares differ.
-        if let Some(group) = &cx.network.group {
-            let weight = group.contribution();
-            let local: Vec<f64> = values
-                .iter()
-                .map(|v| match v {
-                    Some(_) if weight == 0.0 => 0.0,
-                    Some(value) => value * weight,
-                    None => f64::NAN,
-                })
-                .collect();
-            let summed = group.sum(&local).map_err(Error::Run)?;
-            let world = group.world() as f64;
-            for (value, total) in values.iter_mut().zip(summed) {
-                if value.is_some() {
-                    *value = Some(total / world);
-                }
+        // Alone, the weight is 1 and the sum over one rank divided by one is the value itself.
+        let weight = cx.strategy.contribution();
+        let local: Vec<f64> = values
+            .iter()
+            .map(|v| match v {
+                Some(_) if weight == 0.0 => 0.0,
+                Some(value) => value * weight,
+                None => f64::NAN,
+            })
+            .collect();
+        let summed = cx.strategy.sum(&local)?;
+        let world = cx.strategy.world() as f64;
+        for (value, total) in values.iter_mut().zip(summed) {
+            if value.is_some() {
+                *value = Some(total / world);
             }
         }
         for ((_, name), value) in self.losses.iter().zip(values) {
@@ -255,10 +254,8 @@ impl HostTrace for EvalEssential {
         let epoch = cx.system.epoch_idx;
         // Data parallel: each rank saw its share of the evaluation data; the sums over all
         // ranks give the mean over every sample, as one process computes it.
-        if let Some(group) = &cx.network.group {
-            self.sums = group.sum(&self.sums).map_err(Error::Run)?;
-            self.samples = group.sum(&self.samples).map_err(Error::Run)?;
-        }
+        self.sums = cx.strategy.sum(&self.sums)?;
+        self.samples = cx.strategy.sum(&self.samples)?;
         for (i, (_, name)) in self.losses.iter().enumerate() {
             if self.samples[i] == 0.0 {
                 continue;

@@ -239,7 +239,7 @@ impl HostTrace for EpochLogger {
 
     fn on_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
         let resumed_at = (cx.system.global_step > 0).then_some(cx.system.global_step);
-        if crate::dist::role::writes_outputs() {
+        if cx.strategy.writes_outputs() {
             self.file = Some(self.target.open(resumed_at)?);
         }
         Ok(())
@@ -262,7 +262,7 @@ impl HostTrace for EpochLogger {
         }
         self.logged.extend(scalars(cx.data, &self.monitor));
         let rows = self.instance_rows(cx, batch)?;
-        if cx.network.group.is_some() {
+        if cx.strategy.is_data_parallel() {
             self.pending
                 .extend(rows.iter().map(crate::report::instance_line));
             return Ok(());
@@ -276,11 +276,9 @@ impl HostTrace for EpochLogger {
     }
 
     fn on_epoch_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
-        if let (Some(group), Some(_)) = (&cx.network.group, &self.instances) {
+        if let (true, Some(_)) = (cx.strategy.is_data_parallel(), &self.instances) {
             let pending = std::mem::take(&mut self.pending);
-            let every_rank = group
-                .all_gather_bytes(pending.as_bytes())
-                .map_err(crate::error::Error::Run)?;
+            let every_rank = cx.strategy.all_gather_bytes(pending.as_bytes())?;
             if let Some(OpenLog::Jsonl(file)) = &mut self.file {
                 for lines in every_rank {
                     file.write_lines(&String::from_utf8_lossy(&lines))?;

@@ -88,6 +88,10 @@ pub struct Estimator {
     /// `run.log_dir`: the run log and the end-of-run plot go here.
     log_dir: Option<PathBuf>,
     progress: progress::Progress,
+    /// How this process trains with others: alone until a data-parallel start-up hands it a
+    /// group (see [`crate::dist::startup`]). Declared last so that it is dropped last: the
+    /// models' gradient hooks go before the connections they use.
+    pub strategy: crate::dist::Strategy,
 }
 
 /// The per-epoch log written into `run.log_dir`.
@@ -225,6 +229,7 @@ impl Estimator {
             checkpointing,
             test: true,
             stop: crate::stop::StopRequest::default(),
+            strategy: crate::dist::Strategy::single(),
             log_dir: manifest.run.log_dir.clone(),
             progress: progress::Progress::new(
                 options.progress && !options.quiet,
@@ -266,7 +271,7 @@ impl Estimator {
         self.check_outputs()?;
         if let Some(config) = &self.checkpointing.config {
             // Rank 0 alone writes checkpoints; the others never touch the folder.
-            if crate::dist::role::writes_outputs() {
+            if self.strategy.writes_outputs() {
                 crate::checkpoint::check_owner(&config.dir, &self.checkpointing.run_id)?;
                 crate::checkpoint::store::remove_leftovers(&config.dir)?;
             }
@@ -308,7 +313,7 @@ impl Estimator {
                 // Stopped inside training (a NaN loss, say): nothing of this epoch is kept.
                 break;
             }
-            self.network.sync_buffers()?;
+            self.network.sync_buffers(&self.strategy)?;
             let eval = self.run_epoch(Mode::Eval, None)?;
             stopped = eval == Epoch::Stopped;
             // A stop asked for during evaluation takes effect once it is done: a checkpoint
@@ -327,7 +332,7 @@ impl Estimator {
             }
         }
         if self.test && self.pipeline.has_mode(Mode::Test, total) {
-            self.network.sync_buffers()?;
+            self.network.sync_buffers(&self.strategy)?;
             self.system.reset_for_test();
             self.run_epoch(Mode::Test, None)?;
         }
@@ -379,7 +384,7 @@ impl Estimator {
         let Some(dir) = &self.log_dir else {
             return Ok(());
         };
-        if !crate::dist::role::writes_outputs() {
+        if !self.strategy.writes_outputs() {
             return Ok(());
         }
         // Named and filtered as `fe-host logs` names and filters the run log, so re-plotting

@@ -8,27 +8,27 @@
 use tch::Tensor;
 
 use super::Estimator;
-use crate::dist::SharedGroup;
+use crate::dist::startup::{Joined, Restored, Restoring};
+use crate::dist::{SharedGroup, Strategy};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 
 impl Estimator {
-    /// Makes this run rank `group.rank()` of a data-parallel run: it reads its share of every
-    /// epoch (`batch_size` stays the global batch), starts from rank 0's weights, averages
-    /// gradients over the ranks, reduces metrics over them, and writes nothing unless it is
-    /// rank 0. Call it after `pipeline.shard` (refused batch sizes end every rank before any
-    /// waits for another). A run that resumes joins in two halves instead, around the restore:
-    /// [`Estimator::join_before_restore`], then [`Estimator::take_rank_zero_weights`].
-    pub fn join(&mut self, group: SharedGroup, manifest: &Manifest) -> Result<()> {
-        self.join_before_restore(group.clone(), manifest)?;
-        self.take_rank_zero_weights(&group)
+    /// Makes this run a rank of `joined`'s data-parallel run without a restore (evaluation):
+    /// [`Estimator::join_before_restore`], an empty restore, [`Estimator::take_rank_zero_weights`].
+    pub fn join(&mut self, joined: Joined, manifest: &Manifest) -> Result<()> {
+        let restoring = self.join_before_restore(joined, manifest)?;
+        self.take_rank_zero_weights(restoring.restored(Ok(()))?)
     }
 
-    /// Everything of [`Estimator::join`] but the weights: the checks that the ranks run the
-    /// same manifest on the same data, the run id, and each rank's own random stream. Before
-    /// the restore, so that a checkpoint's per-rank random state wins over the seeding.
-    pub fn join_before_restore(&mut self, group: SharedGroup, manifest: &Manifest) -> Result<()> {
-        let rank = group.rank();
+    /// Everything of joining but the weights: the checks that the ranks run the same manifest
+    /// on the same data, the run id, and each rank's own random stream. Before the restore,
+    /// so that a checkpoint's per-rank random state wins over the seeding.
+    pub fn join_before_restore(
+        &mut self,
+        joined: Joined,
+        manifest: &Manifest,
+    ) -> Result<Restoring> {
         // Every rank reads the same manifest, so every rank refuses alike, before any waits.
         if let Some(op) = self
             .network
@@ -44,38 +44,40 @@ impl Estimator {
                 ),
             ));
         }
-        same_run_on_every_rank(
-            &group,
-            manifest.run.epochs,
-            &self.checkpointing.manifest_text,
-        )?;
-        same_data_on_every_rank(&group, &self.pipeline, manifest)?;
-        // One run, one id: the checkpoints rank 0 writes carry it, and a resume checks it.
-        let ids = group
-            .all_gather_bytes(self.checkpointing.run_id.as_bytes())
-            .map_err(Error::Run)?;
-        if let Some(first) = ids.first() {
-            self.checkpointing.run_id = String::from_utf8_lossy(first).into_owned();
-        }
+        let restoring = joined.checked(|group| {
+            same_run_on_every_rank(
+                group,
+                manifest.run.epochs,
+                &self.checkpointing.manifest_text,
+            )?;
+            same_data_on_every_rank(group, &self.pipeline, manifest)?;
+            // One run, one id: the checkpoints rank 0 writes carry it, and a resume checks it.
+            let ids = group
+                .all_gather_bytes(self.checkpointing.run_id.as_bytes())
+                .map_err(Error::Run)?;
+            if let Some(first) = ids.first() {
+                self.checkpointing.run_id = String::from_utf8_lossy(first).into_owned();
+            }
+            Ok(())
+        })?;
+        let rank = restoring.group().rank();
         for trace in &mut self.traces {
-            trace.join(&group);
+            trace.join(rank);
         }
-        self.stop.shared = true;
         // Each rank draws its own random numbers (dropout masks differ per rank, as under
         // DDP), reproducibly: rank r's stream is seeded from the run seed and r.
         if rank != 0 {
             tch::manual_seed(crate::rng::mix(manifest.run.seed, rank as u64) as i64);
         }
-        Ok(())
+        Ok(restoring)
     }
-}
 
-impl Estimator {
-    /// The second half of [`Estimator::join`]: every model takes rank 0's variables and from
-    /// now on averages its gradients over the ranks. After any restore, so that whatever a
-    /// rank restored, the replicas start from one set of weights.
-    pub fn take_rank_zero_weights(&mut self, group: &SharedGroup) -> Result<()> {
-        self.network.join(group)
+    /// The last start-up stage: every model takes rank 0's variables and from now on
+    /// averages its gradients over the ranks. After any restore (which `restored` proves), so
+    /// that whatever a rank restored, the replicas start from one set of weights.
+    pub fn take_rank_zero_weights(&mut self, restored: Restored) -> Result<()> {
+        self.strategy = restored.into_strategy(&mut self.network)?;
+        Ok(())
     }
 }
 
@@ -168,13 +170,13 @@ fn same_data_on_every_rank(
 /// The CPU random state of every rank, for a checkpoint: `cpu` is rank 0's (what a single
 /// process resumes from) and `rank<r>/cpu` each rank's. Called on every rank (a collective).
 pub(super) fn gather_generators(
-    group: &SharedGroup,
+    strategy: &Strategy,
     own: &Tensor,
     own_cuda: Option<&Tensor>,
 ) -> Result<Vec<(String, Tensor)>> {
     let gather = |state: &Tensor| {
         let bytes = Vec::<u8>::try_from(state).map_err(|e| Error::Run(crate::tch_message(e)))?;
-        group.all_gather_bytes(&bytes).map_err(Error::Run)
+        strategy.all_gather_bytes(&bytes)
     };
     let all = gather(own)?;
     let mut out = Vec::with_capacity(2 * all.len() + 1);

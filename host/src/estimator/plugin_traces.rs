@@ -25,8 +25,6 @@ pub struct PluginTrace {
     pub(super) input_names: Vec<RString>,
     pub(super) input_ids: Vec<KeyId>,
     pub(super) outputs: Vec<String>,
-    /// In a data-parallel run: the group a metric gathers its ranks' partial states over.
-    pub(super) group: Option<crate::dist::SharedGroup>,
 }
 
 impl PluginTrace {
@@ -118,19 +116,11 @@ impl PluginTrace {
             .map_err(|error| step_error(error, step))?;
         let mut partials: Vec<ComponentState> =
             self.carried.drain(..).map(State::into_ffi).collect();
-        match &self.group {
-            Some(group) => {
-                let live = partial.map(State::from_ffi).unwrap_or_else(State::empty);
-                let gathered = group.all_gather_states(&live).map_err(Error::Run)?;
-                partials.extend(
-                    gathered
-                        .into_iter()
-                        .filter(|s| !s.is_empty())
-                        .map(State::into_ffi),
-                );
-            }
-            None => partials.extend(partial),
-        }
+        let live = cx
+            .strategy
+            .gather_partials(partial.map(State::from_ffi))
+            .map_err(Error::Run)?;
+        partials.extend(live.into_iter().map(State::into_ffi));
         let values = self
             .handle
             .metric_reduce(partials)
@@ -163,13 +153,15 @@ impl PluginTrace {
 impl PluginTrace {
     /// A metric's checkpoint state: its partial state, after those carried over from the
     /// checkpoint it was restored from (see [`super::metric_state`]).
-    pub(super) fn metric_state(&self) -> std::result::Result<State, String> {
+    pub(super) fn metric_state(
+        &self,
+        strategy: &crate::dist::Strategy,
+    ) -> std::result::Result<State, String> {
         let live = self.handle.state().map_err(|e| e.to_string())?;
-        let live = match &self.group {
-            Some(group) => group.all_gather_states(&live)?,
-            None if self.carried.is_empty() => return Ok(live),
-            None => vec![live],
-        };
+        let mut live = strategy.gather_states(live)?;
+        if self.carried.is_empty() && live.len() == 1 {
+            return Ok(live.remove(0));
+        }
         let mut partials: Vec<State> = self.carried.iter().map(super::metric_state::copy).collect();
         partials.extend(live.into_iter().filter(|s| !s.is_empty()));
         if partials.len() == 1 {

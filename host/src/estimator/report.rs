@@ -69,12 +69,12 @@ impl Estimator {
             format!("epochs: {}", self.system.total_epochs),
             format!("batch_size: {}", self.pipeline.batch_size_at(1)),
         ];
-        if let Some(group) = &self.network.group {
+        if let Some(cluster) = self.strategy.cluster() {
             // Which launcher's variables placed the ranks: the first thing to check when a
             // cluster job trains as a different world than it asked for.
             parts.insert(
                 0,
-                format!("ranks: {} (cluster: {})", group.world(), group.cluster()),
+                format!("ranks: {} (cluster: {cluster})", self.strategy.world()),
             );
         }
         let mut epoch_steps = [0, 0];

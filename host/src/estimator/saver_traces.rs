@@ -153,8 +153,8 @@ impl HostTrace for BestModelSaver {
         ]
     }
 
-    fn on_begin(&mut self, _cx: &mut Cx<'_>) -> Result<()> {
-        if !crate::dist::role::writes_outputs() {
+    fn on_begin(&mut self, cx: &mut Cx<'_>) -> Result<()> {
+        if !cx.strategy.writes_outputs() {
             return Ok(());
         }
         match self.path.parent() {
@@ -172,7 +172,7 @@ impl HostTrace for BestModelSaver {
             self.since_best = 0;
             // Every rank tracks the best value (its outputs are logged and read by other
             // traces); rank 0 alone writes the file.
-            if !crate::dist::role::writes_outputs() {
+            if !cx.strategy.writes_outputs() {
                 return self.write_progress(cx);
             }
             save_model(&cx.network.models[self.model], &self.path)?;
@@ -187,7 +187,7 @@ impl HostTrace for BestModelSaver {
     }
 
     fn on_end(&mut self, cx: &mut Cx<'_>) -> Result<()> {
-        if !self.load_best_final || self.best.is_none() || !crate::dist::role::writes_outputs() {
+        if !self.load_best_final || self.best.is_none() || !cx.strategy.writes_outputs() {
             return Ok(());
         }
         let values =

@@ -33,6 +33,8 @@ pub struct Cx<'a> {
     pub batch_size: i64,
     /// Lines a trace wants printed (`EarlyStopping triggered ...`), shown after the hook group.
     pub notes: &'a mut Vec<String>,
+    /// How the ranks reduce what traces compute (alone: nothing to reduce).
+    pub strategy: &'a crate::dist::Strategy,
 }
 
 /// A trace implemented by the host.
@@ -181,12 +183,11 @@ impl TraceSlot {
         }
     }
 
-    /// Takes part in a data-parallel run as rank `group.rank()`: writers fall idle on every
-    /// rank but 0; metrics gather their partial states over the group.
-    pub fn join(&mut self, group: &crate::dist::SharedGroup) {
-        match &mut self.kind {
-            TraceKind::Host(trace) => self.idle = trace.writes_files_only() && group.rank() != 0,
-            TraceKind::Plugin(trace) => trace.group = Some(group.clone()),
+    /// Takes part in a data-parallel run as `rank`: writers fall idle on every rank but 0.
+    /// (Metrics gather their partial states through the run's strategy.)
+    pub fn join(&mut self, rank: usize) {
+        if let TraceKind::Host(trace) = &self.kind {
+            self.idle = trace.writes_files_only() && rank != 0;
         }
     }
 
@@ -286,10 +287,11 @@ impl TraceSlot {
         }
     }
 
-    /// Its checkpointable state (host traces keep theirs as JSON).
-    pub fn state(&self) -> std::result::Result<State, String> {
+    /// Its checkpointable state (host traces keep theirs as JSON); a metric's is gathered
+    /// from every rank through `strategy`.
+    pub fn state(&self, strategy: &crate::dist::Strategy) -> std::result::Result<State, String> {
         match &self.kind {
-            TraceKind::Plugin(trace) if trace.metric => trace.metric_state(),
+            TraceKind::Plugin(trace) if trace.metric => trace.metric_state(strategy),
             TraceKind::Plugin(trace) => trace.handle.state().map_err(|e| e.to_string()),
             TraceKind::Host(trace) => match trace.state() {
                 serde_json::Value::Null => Ok(State::empty()),
@@ -455,7 +457,6 @@ fn build_trace(
                 .collect(),
             input_ids: keys.intern_all(&spec.inputs),
             outputs: spec.outputs.clone(),
-            group: None,
         })),
         idle: false,
     })

@@ -12,7 +12,8 @@
 //! end; batch norm statistics that pass changes are put back, and its traces see nothing.
 
 use crate::batch::Batch;
-use crate::dist::SharedGroup;
+use crate::dist::sync::StepWeight;
+use crate::dist::Strategy;
 use crate::error::{Error, Result};
 use crate::pipeline::EpochLoader;
 
@@ -28,7 +29,8 @@ pub(super) enum Turn {
 
 /// The state of one joined epoch on this rank.
 pub(super) struct Joined {
-    group: SharedGroup,
+    /// This rank's weight in each step; back to 1 when the epoch's `Joined` is dropped.
+    weight: StepWeight,
     /// A copy of the last batch this rank trained on, for the steps it takes part in without
     /// data.
     last: Option<Batch>,
@@ -38,10 +40,12 @@ pub(super) struct Joined {
 impl Joined {
     /// Starts a joined epoch: `Some` when `loader`'s length depends on this rank's data and the
     /// run is data parallel.
-    pub(super) fn start(group: Option<&SharedGroup>, loader: &EpochLoader) -> Option<Self> {
-        let group = group?;
-        loader.length_depends_on_data().then(|| Self {
-            group: group.clone(),
+    pub(super) fn start(strategy: &Strategy, loader: &EpochLoader) -> Option<Self> {
+        if !loader.length_depends_on_data() {
+            return None;
+        }
+        Some(Self {
+            weight: strategy.step_weight()?,
             last: None,
             exhausted: false,
         })
@@ -52,6 +56,7 @@ impl Joined {
     /// its share filtered out, or a resume past its end).
     pub(super) fn next(
         &mut self,
+        strategy: &Strategy,
         loader: &mut EpochLoader,
         fallback: impl FnOnce() -> Result<Option<Batch>>,
     ) -> Result<Turn> {
@@ -67,16 +72,12 @@ impl Joined {
             }
         };
         let samples = batch.as_ref().map_or(0, |b| b.size.max(0));
-        let agreed = self
-            .group
-            .sum(&[f64::from(u8::from(batch.is_some())), samples as f64])
-            .map_err(Error::Run)?;
+        let agreed = strategy.sum(&[f64::from(u8::from(batch.is_some())), samples as f64])?;
         let (ranks_with_data, step_samples) = (agreed[0], agreed[1]);
         if ranks_with_data == 0.0 {
             return Ok(Turn::End);
         }
-        self.group
-            .set_contribution(weight(samples, step_samples, self.group.world()));
+        (self.weight).set(weight(samples, step_samples, self.weight.world()));
         Ok(match batch {
             Some(batch) => {
                 self.last = Some(batch.shallow_clone());
@@ -93,8 +94,8 @@ impl Joined {
                         None => {
                             return Err(Error::Run(format!(
                                 "rank {} of {}: no sample of this epoch's share survives the filters, so this rank has no batch to take part in the other ranks' steps with",
-                                self.group.rank(),
-                                self.group.world()
+                                self.weight.rank(),
+                                self.weight.world()
                             )))
                         }
                     },
@@ -102,13 +103,6 @@ impl Joined {
                 Turn::Shadow(again)
             }
         })
-    }
-}
-
-impl Drop for Joined {
-    fn drop(&mut self) {
-        // Steps after this epoch weigh every rank alike again.
-        self.group.set_contribution(1.0);
     }
 }
 

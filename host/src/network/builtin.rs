@@ -173,11 +173,15 @@ impl UpdateOp {
         &mut self,
         model: &mut ModelSlot,
         inputs: &[&Tensor],
-        retain_graph: bool,
-        defer: bool,
-        sole_update: bool,
+        flags: super::execute::Flags,
         deferred: &mut Vec<Deferred>,
+        strategy: &crate::dist::Strategy,
     ) -> Result<(), String> {
+        let super::execute::Flags {
+            retain_graph,
+            defer,
+            sole_update,
+        } = flags;
         let pending = deferred.iter().position(|d| d.model == self.model);
         // Gradients that nothing joins before the update (no merging, no deferred update of
         // the model pending, and, when deferred, no later update of the model in the step) can
@@ -186,11 +190,11 @@ impl UpdateOp {
         let mut averaged = false;
         let (grads, found_inf) = match (self.gradients_input, inputs) {
             (_, []) => return Err("no input given".into()),
-            (true, [flat]) => (weighed(model, model.split_flat_gradients(flat)?)?, None),
-            (true, many) => (weighed(model, self.per_parameter(model, many)?)?, None),
+            (true, [flat]) => (weighed(strategy, model.split_flat_gradients(flat)?)?, None),
+            (true, many) => (weighed(strategy, self.per_parameter(model, many)?)?, None),
             (false, [loss, ..]) => {
-                let computed =
-                    loss_gradients(model, (&self.loss_name, loss), retain_graph, overlap)?;
+                let loss = (self.loss_name.as_str(), *loss);
+                let computed = loss_gradients(model, loss, retain_graph, overlap, strategy)?;
                 averaged = computed.averaged;
                 (computed.grads, computed.found_inf)
             }
@@ -225,6 +229,7 @@ impl UpdateOp {
                     update.found_inf.as_ref(),
                     averaged,
                     self.clip,
+                    strategy,
                 )
             }
         }
@@ -319,10 +324,10 @@ impl UpdateOp {
 }
 
 /// Gradients an update was given (not computed from a loss), weighed by this rank's share of
-/// the step's samples, as [`loss_gradients`] weighs a loss (see `SharedGroup::set_contribution`).
-fn weighed(model: &ModelSlot, grads: Vec<Tensor>) -> Result<Vec<Tensor>, String> {
-    match model.sync.as_ref().map(|group| group.contribution()) {
-        Some(weight) if weight != 1.0 => grads
+/// the step's samples, as [`loss_gradients`] weighs a loss (see `Strategy::contribution`).
+fn weighed(strategy: &crate::dist::Strategy, grads: Vec<Tensor>) -> Result<Vec<Tensor>, String> {
+    match strategy.contribution() {
+        weight if weight != 1.0 => grads
             .iter()
             .map(|g| {
                 if g.defined() {
@@ -355,6 +360,7 @@ fn loss_gradients(
     (loss_key, loss): (&str, &Tensor),
     retain_graph: bool,
     overlap: bool,
+    strategy: &crate::dist::Strategy,
 ) -> Result<LossGradients, String> {
     let loss = if loss.numel() == 1 {
         loss.f_reshape([]).map_err(crate::tch_message)?
@@ -366,8 +372,8 @@ fn loss_gradients(
     }
     // Data parallel with ranks holding different numbers of samples this step (the end of
     // an epoch that filters shortened): each rank's mean counts by its samples.
-    let loss = match model.sync.as_ref().map(|group| group.contribution()) {
-        Some(weight) if weight != 1.0 => loss.f_mul_scalar(weight).map_err(crate::tch_message)?,
+    let loss = match strategy.contribution() {
+        weight if weight != 1.0 => loss.f_mul_scalar(weight).map_err(crate::tch_message)?,
         _ => loss,
     };
     let scaled = match &model.scaler {
@@ -383,10 +389,12 @@ fn loss_gradients(
         }
         Ok(grads)
     };
-    let (mut grads, averaged) = match (overlap, &model.sync, &mut model.overlap) {
-        (true, Some(group), Some(hooked)) => {
-            (group.average_during_backward(hooked, backward)?, true)
-        }
+    // Only a data-parallel strategy hooks a model (see `Network::join`).
+    let (mut grads, averaged) = match (overlap, &mut model.overlap) {
+        (true, Some(hooked)) => match strategy.average_during_backward(hooked, backward) {
+            Some(averaged) => (averaged?, true),
+            None => return Err("a model hooked for averaging, but no process group".into()),
+        },
         _ => (backward()?, false),
     };
     let found_inf = match &model.scaler {

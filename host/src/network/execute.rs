@@ -22,6 +22,8 @@ pub struct StepEnv<'a, 'c> {
     pub models: &'a mut [ModelSlot],
     /// Key names, for messages.
     pub keys: &'a Keys,
+    /// How the ranks average gradients.
+    pub strategy: &'a crate::dist::Strategy,
     /// The step.
     pub step: &'a StepContext<'c>,
     /// Updates waiting for the end of the step.
@@ -249,16 +251,14 @@ fn call(
             }
             let model = &mut env.models[update.model];
             let deferred = &mut *env.deferred;
+            let strategy = env.strategy;
             // Host code calling libtorch can panic (tch's non-`f_` methods); keep it an error.
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                update.forward(
-                    model,
-                    inputs,
-                    flags.retain_graph,
-                    flags.defer || update.defer,
-                    flags.sole_update,
-                    deferred,
-                )
+                let flags = Flags {
+                    defer: flags.defer || update.defer,
+                    ..flags
+                };
+                update.forward(model, inputs, flags, deferred, strategy)
             }));
             finish(
                 "UpdateOp",
@@ -305,6 +305,7 @@ fn finish(
 pub fn apply_deferred(
     models: &mut [ModelSlot],
     deferred: Vec<Deferred>,
+    strategy: &crate::dist::Strategy,
 ) -> Result<(), PluginError> {
     for update in deferred {
         let model = &mut models[update.model];
@@ -315,6 +316,7 @@ pub fn apply_deferred(
                 update.found_inf.as_ref(),
                 update.averaged,
                 update.clip,
+                strategy,
             )
             .map_err(|message| {
                 Error::builtin("UpdateOp", "update", format!("{name}: {message}"))

@@ -50,8 +50,6 @@ pub struct Network {
     pub keys: Keys,
     /// Per-step scratch: the device-side values of every key.
     work: Vec<Option<Tensor>>,
-    /// In a data-parallel run: the process group the models train in.
-    pub group: Option<crate::dist::SharedGroup>,
 }
 
 impl Network {
@@ -65,43 +63,38 @@ impl Network {
             device,
             keys,
             work: Vec::new(),
-            group: None,
         }
     }
 
-    /// Joins a data-parallel `group`: every model starts from rank 0's variables (parameters
-    /// and buffers, broadcast), and from now on averages its gradients over the ranks, during
-    /// the backward pass where it can (parameters on one device: Gloo's for the CPU, NCCL's
-    /// for this rank's GPU).
-    pub fn join(&mut self, group: &crate::dist::SharedGroup) -> Result<()> {
+    /// Makes the models train under a data-parallel `strategy`: every model starts from rank
+    /// 0's variables (parameters and buffers, broadcast), and is hooked so that its gradients
+    /// are averaged over the ranks during the backward pass where it can (parameters on one
+    /// device: Gloo's for the CPU, NCCL's for this rank's GPU).
+    pub fn join(&mut self, strategy: &crate::dist::Strategy) -> Result<()> {
         for model in &mut self.models {
             let variables: Vec<Tensor> = model
                 .named_variables()
                 .map(|(_, t)| t.shallow_clone())
                 .collect();
-            group
-                .broadcast_from_rank_zero(&variables)
-                .map_err(Error::Run)?;
-            model.sync = Some(group.clone());
+            strategy.broadcast_from_rank_zero(&variables)?;
             let one_device = model
                 .params
                 .first()
                 .is_some_and(|first| model.params.iter().all(|p| p.device() == first.device()));
             if one_device {
-                model.overlap = Some(group.overlap(&model.params).map_err(Error::Run)?);
+                model.overlap = strategy.hook(&model.params).map_err(Error::Run)?;
             }
         }
-        self.group = Some(group.clone());
         Ok(())
     }
 
     /// Gives every rank rank 0's floating-point buffers (batch norm's running statistics,
     /// which each rank updated from its own samples), as DDP does before a forward, so that
     /// evaluation runs the same model on every rank. Nothing in a single process.
-    pub fn sync_buffers(&mut self) -> Result<()> {
-        let Some(group) = &self.group else {
+    pub fn sync_buffers(&mut self, strategy: &crate::dist::Strategy) -> Result<()> {
+        if !strategy.is_data_parallel() {
             return Ok(());
-        };
+        }
         let buffers: Vec<Tensor> = self
             .models
             .iter()
@@ -109,7 +102,7 @@ impl Network {
             .filter(|(_, t)| t.is_floating_point())
             .map(|(_, t)| t.shallow_clone())
             .collect();
-        group.broadcast_from_rank_zero(&buffers).map_err(Error::Run)
+        strategy.broadcast_from_rank_zero(&buffers)
     }
 
     /// A copy of every model's buffers (what a forward in training behaviour may change
@@ -184,12 +177,25 @@ impl Network {
         }
     }
 
-    /// Runs one step of `plan` on `batch`; the plan's outputs are written back into the batch.
+    /// Runs one step of `plan` on `batch` in a process training alone; the plan's outputs are
+    /// written back into the batch.
     pub fn run_step(
         &mut self,
         plan: &StepPlan,
         batch: &mut Batch,
         step: &StepContext<'_>,
+    ) -> Result<()> {
+        self.run_step_in(plan, batch, step, &crate::dist::Strategy::single())
+    }
+
+    /// [`Network::run_step`] under `strategy`, which averages the updates' gradients over the
+    /// ranks of a data-parallel run.
+    pub fn run_step_in(
+        &mut self,
+        plan: &StepPlan,
+        batch: &mut Batch,
+        step: &StepContext<'_>,
+        strategy: &crate::dist::Strategy,
     ) -> Result<()> {
         let Network {
             ops,
@@ -207,6 +213,7 @@ impl Network {
             work,
             keys,
             device: *device,
+            strategy,
         };
         if plan.slicers.is_empty() {
             exec.run_minibatch(plan, batch, step)?;
@@ -241,6 +248,7 @@ struct Exec<'a> {
     work: &'a mut Vec<Option<Tensor>>,
     keys: &'a Keys,
     device: Device,
+    strategy: &'a crate::dist::Strategy,
 }
 
 impl Exec<'_> {
@@ -305,6 +313,7 @@ impl Exec<'_> {
         let mut env = execute::StepEnv {
             models: self.models,
             keys: self.keys,
+            strategy: self.strategy,
             step,
             deferred: &mut deferred,
             rng: &mut rng,
@@ -318,7 +327,8 @@ impl Exec<'_> {
             execute::run_node(&mut self.ops[index], work, &mut env, flags)
                 .map_err(|error| step_error(error, step))?;
         }
-        execute::apply_deferred(self.models, deferred).map_err(|error| step_error(error, step))
+        execute::apply_deferred(self.models, deferred, self.strategy)
+            .map_err(|error| step_error(error, step))
     }
 }
 

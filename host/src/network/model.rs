@@ -40,8 +40,6 @@ pub struct ModelSlot {
     pub scaler: Option<GradScaler>,
     /// For a TorchScript architecture: its file and `forward` signature.
     pub torchscript: Option<TorchScriptSource>,
-    /// In a data-parallel run: the group its gradients are averaged over before each step.
-    pub sync: Option<crate::dist::SharedGroup>,
     /// In a data-parallel run: its parameters hooked so that an update's gradients are
     /// averaged while its backward pass runs (see [`crate::dist::Overlap`]).
     pub overlap: Option<crate::dist::Overlap>,
@@ -153,7 +151,6 @@ impl ModelSlot {
             mixed_precision: parts.mixed_precision,
             scaler: (parts.mixed_precision && device.is_cuda()).then(GradScaler::default),
             torchscript: parts.torchscript,
-            sync: None,
             overlap: None,
         })
     }
@@ -209,11 +206,12 @@ impl ModelSlot {
         found_inf: Option<&Tensor>,
         averaged_already: bool,
         clip: Option<Clip>,
+        strategy: &crate::dist::Strategy,
     ) -> Result<(), String> {
         let mut clip = clip;
         let mut grads = grads;
         let clipped_first;
-        if let (None, Some(flag)) = (&self.sync, found_inf) {
+        if let (false, Some(flag)) = (strategy.is_data_parallel(), found_inf) {
             // The device decides the skip here, so clipping cannot wait for the flag; the
             // gradients of a skipped step are discarded, clipped or not.
             if let Some(c) = clip.take() {
@@ -229,14 +227,14 @@ impl ModelSlot {
             None => false,
         };
         let averaged;
-        let grads = match &self.sync {
-            Some(group) if !averaged_already => {
-                let update = group.average_gradients(&self.params, grads, overflow)?;
-                overflow = update.overflow;
-                averaged = update.grads;
-                &averaged[..]
-            }
-            _ => grads,
+        // Alone, the average of one process's gradients is those gradients.
+        let grads = if averaged_already {
+            grads
+        } else {
+            let update = strategy.average_gradients(&self.params, grads, overflow)?;
+            overflow = update.overflow;
+            averaged = update.grads;
+            &averaged[..]
         };
         let clipped;
         let grads = match clip {

@@ -73,7 +73,7 @@ impl Estimator {
             Stateful::Post(i) => self.network.post[i].handle.state().map_err(text),
             Stateful::PipelineOp(i) => self.pipeline.ops[i].handle.state().map_err(text),
             Stateful::Dataset(i) => self.pipeline.datasets[i].source.state(),
-            Stateful::Trace(i) => self.traces[i].state(),
+            Stateful::Trace(i) => self.traces[i].state(&self.strategy),
             Stateful::Model(i) => self.network.models[i].handle.state().map_err(text),
         }
     }
@@ -220,13 +220,15 @@ impl Estimator {
             )),
             _ => None,
         };
-        let mut rng = match &self.network.group {
-            Some(group) => crate::estimator::parallel::gather_generators(
-                group,
+        // A single process keeps the one state under `cpu`, as checkpoints always had it.
+        let mut rng = if self.strategy.is_data_parallel() {
+            crate::estimator::parallel::gather_generators(
+                &self.strategy,
                 &cpu,
                 cuda.as_ref().map(|(_, state)| state),
-            )?,
-            None => vec![("cpu".to_owned(), cpu)],
+            )?
+        } else {
+            vec![("cpu".to_owned(), cpu)]
         };
         if let Some((index, state)) = cuda {
             rng.push((format!("cuda:{index}"), state));

@@ -124,6 +124,10 @@ pub struct ResumeOptions {
     pub allow_changes: bool,
     /// The epoch count the command line sets, if it overrides the manifest's.
     pub epochs: Option<u32>,
+    /// The rank restoring, in a data-parallel run (0 alone): it continues its own random
+    /// stream. Restores come before the ranks train as one, so before the estimator's
+    /// strategy knows the rank.
+    pub rank: usize,
 }
 
 impl Estimator {
@@ -185,7 +189,7 @@ impl Estimator {
         // collective); rank 0 alone writes.
         let files = self.capture(cursor, sequence)?;
         let step = self.system.global_step;
-        if !crate::dist::role::writes_outputs() {
+        if !self.strategy.writes_outputs() {
             self.checkpointing.last_written = Some(root.join(format!("ckpt-{step}")));
             return Ok(());
         }
@@ -220,11 +224,9 @@ impl Estimator {
         for trace in &mut self.traces {
             trace.flush()?;
         }
-        if let Some(group) = &self.network.group {
-            // The ranks leave together, once rank 0's checkpoint is durable: a launcher (torchrun's
-            // agent, `--nproc`) ends the other ranks as soon as one exits.
-            group.barrier().map_err(Error::Run)?;
-        }
+        // The ranks leave together, once rank 0's checkpoint is durable: a launcher (torchrun's
+        // agent, `--nproc`) ends the other ranks as soon as one exits.
+        self.strategy.barrier()?;
         let signal = self
             .stop
             .decided

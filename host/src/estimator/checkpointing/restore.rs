@@ -74,7 +74,7 @@ impl Estimator {
         self.restore_models(files)?;
         let system: System = files.parse_json("system.json")?;
         self.restore_system(system);
-        let rank = crate::dist::role::rank();
+        let rank = options.rank;
         if let Some(state) = crate::estimator::parallel::this_ranks_generator(&rng, rank) {
             crate::shim::set_generator_state(crate::shim::Generator::Cpu, state)
                 .map_err(|e| files.problem("rng.safetensors", format!("`rank{rank}/cpu`: {e}")))?;
