@@ -129,14 +129,20 @@ impl FromConfig for RandomCrop {
     }
 }
 
+impl RandomCrop {
+    /// `(top, left)` of the window the call seeded `seed` cuts from an `height × width` image.
+    pub(crate) fn place(&self, height: i64, width: i64, seed: u64) -> (i64, i64) {
+        let mut rng = rng(seed);
+        let top = rng.random_range(0..=height - self.0.height);
+        let left = rng.random_range(0..=width - self.0.width);
+        (top, left)
+    }
+}
+
 impl NumpyOp for RandomCrop {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        let window = &self.0;
-        window.crop(inputs, false, |height, width| {
-            let mut rng = rng(ctx.seed);
-            let top = rng.random_range(0..=height - window.height);
-            let left = rng.random_range(0..=width - window.width);
-            (top, left)
+        self.0.crop(inputs, false, |height, width| {
+            self.place(height, width, ctx.seed)
         })
     }
 }

@@ -20,6 +20,8 @@ mod resize;
 mod resized_crops;
 mod rotate;
 mod sharpen;
+mod targets;
+mod targets_geometry;
 
 use std::path::{Path, PathBuf};
 
