@@ -6,7 +6,7 @@
 use fe_plugin_api::{Error, Result};
 use serde::Deserialize;
 
-use crate::geometry::{reflection_grid, Geometry};
+use crate::geometry::{affine_padding, enclosing_box, is_identity, reflection_grid, Geometry};
 
 /// How the first four columns of a box row are written.
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,6 +234,41 @@ pub(crate) fn transform(rows: Vec<Row>, g: &Geometry, (h, w): (i64, i64)) -> Vec
             }
             out
         }
+        Geometry::Affine {
+            boxes: m, reflect, ..
+        } => {
+            if is_identity(&m) {
+                return rows;
+            }
+            let copies = if reflect {
+                // The mirrored tiling around the image, placed as the warp sees it.
+                let margins = affine_padding(&m, (h, w));
+                let mut copies = Vec::new();
+                for cell in reflection_grid(margins, (h, w)) {
+                    let (dx, dy) = ((cell.dx - margins[2]) as f64, (cell.dy - margins[0]) as f64);
+                    copies.extend(rows.iter().map(|r| {
+                        let mut r = r.clone();
+                        if cell.flip_x {
+                            (r[0], r[2]) = (wf - r[2], wf - r[0]);
+                        }
+                        if cell.flip_y {
+                            (r[1], r[3]) = (hf - r[3], hf - r[1]);
+                        }
+                        let moved = [r[0] + dx, r[1] + dy, r[2] + dx, r[3] + dy];
+                        r[..4].copy_from_slice(&moved);
+                        r
+                    }));
+                }
+                copies
+            } else {
+                rows
+            };
+            copies
+                .into_iter()
+                .map(|r| map(r, &|b| enclosing_box(&m, b)))
+                .filter(|r| r[2] > 0.0 && r[3] > 0.0 && r[0] < wf && r[1] < hf)
+                .collect()
+        }
     }
 }
 
@@ -284,7 +319,7 @@ mod tests {
 
     #[test]
     fn formats_round_trip_through_pixels() {
-        let pascal = vec![vec![2.0, 4.0, 6.0, 10.0, 7.0]];
+        let pascal = [2.0, 4.0, 6.0, 10.0, 7.0];
         for (format, row) in [
             (BboxFormat::PascalVoc, vec![2.0, 4.0, 6.0, 10.0, 7.0]),
             (BboxFormat::Coco, vec![2.0, 4.0, 4.0, 6.0, 7.0]),
@@ -292,7 +327,7 @@ mod tests {
             (BboxFormat::Yolo, vec![0.4, 0.35, 0.4, 0.3, 7.0]),
         ] {
             let px = to_pixels(vec![row.clone()], format, (20, 10), "b").unwrap();
-            for (a, b) in px[0].iter().zip(&pascal[0]) {
+            for (a, b) in px[0].iter().zip(&pascal) {
                 assert!((a - b).abs() < 1e-12, "{format:?} to pixels: {px:?}");
             }
             let back = from_pixels(px, format, (20, 10));

@@ -2,6 +2,7 @@
 //! the op did to the pixels, in numbers rather than in pixels.
 
 use crate::flips::Move;
+use crate::warp::{invert, Affine2};
 
 /// What one call of a geometric op did to the image plane.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -20,6 +21,15 @@ pub(crate) enum Geometry {
     /// `[top, bottom, left, right]` pixels added; `reflect` for the mirroring borders, where
     /// albumentations also mirrors boxes and keypoints into the padding.
     Pad { margins: [i64; 4], reflect: bool },
+    /// An affine warp onto an image of the same size: `points` maps pixel centres (for
+    /// keypoints), `boxes` the continuous plane (albumentations' `bbox_matrix`, about
+    /// `(w / 2, h / 2)`). `reflect` for the mirroring borders, whose mirrored objects
+    /// albumentations adds as for pads.
+    Affine {
+        points: Affine2,
+        boxes: Affine2,
+        reflect: bool,
+    },
 }
 
 impl Geometry {
@@ -33,8 +43,70 @@ impl Geometry {
                 margins: [t, b, l, r],
                 ..
             } => (h + t + b, w + l + r),
+            Geometry::Affine { .. } => (h, w),
         }
     }
+}
+
+/// `m` applied to the point `(x, y)`.
+pub(crate) fn apply(m: &Affine2, x: f64, y: f64) -> (f64, f64) {
+    (m[0] * x + m[1] * y + m[2], m[3] * x + m[4] * y + m[5])
+}
+
+/// albumentations' `bboxes_affine_largest_box`: the axis-aligned box around the four moved
+/// corners of `[x_min, y_min, x_max, y_max]`.
+pub(crate) fn enclosing_box(m: &Affine2, [x0, y0, x1, y1]: [f64; 4]) -> [f64; 4] {
+    let corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1)].map(|(x, y)| apply(m, x, y));
+    let fold = |f: fn(f64, f64) -> f64, pick: fn(&(f64, f64)) -> f64| {
+        corners.iter().map(pick).reduce(f).unwrap_or(f64::NAN)
+    };
+    [
+        fold(f64::min, |c| c.0),
+        fold(f64::min, |c| c.1),
+        fold(f64::max, |c| c.0),
+        fold(f64::max, |c| c.1),
+    ]
+}
+
+/// `np.allclose(m, eye(3))`: albumentations leaves boxes and keypoints alone then.
+pub(crate) fn is_identity(m: &Affine2) -> bool {
+    let eye = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0];
+    m.iter()
+        .zip(eye)
+        .all(|(a, b): (&f64, f64)| (a - b).abs() <= 1e-8 + 1e-5 * b.abs())
+}
+
+/// albumentations' `calculate_affine_transform_padding` as `[top, bottom, left, right]`:
+/// how far the mirrored tiling must reach for the warp of an `(h, w)` image to see only
+/// image copies.
+pub(crate) fn affine_padding(m: &Affine2, (h, w): (i64, i64)) -> [i64; 4] {
+    if is_identity(m) {
+        return [0; 4];
+    }
+    let (hf, wf) = (h as f64, w as f64);
+    let corners = [(0.0, 0.0), (wf, 0.0), (wf, hf), (0.0, hf)];
+    let all: Vec<(f64, f64)> = corners
+        .iter()
+        .copied()
+        .chain(corners.iter().map(|&(x, y)| apply(m, x, y)))
+        .collect();
+    let bounds = |pts: &[(f64, f64)]| {
+        pts.iter().fold(
+            [
+                f64::INFINITY,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::NEG_INFINITY,
+            ],
+            |[a, b, c, d], &(x, y)| [a.min(x), b.min(y), c.max(x), d.max(y)],
+        )
+    };
+    let [x0, y0, x1, y1] = bounds(&all);
+    let inv = invert(m);
+    let back = [(x0, y0), (x1, y0), (x1, y1), (x0, y1)].map(|(x, y)| apply(&inv, x, y));
+    let [x0, y0, x1, y1] = bounds(&back);
+    let up = |v: f64| (v.ceil() as i64).max(0);
+    [up(-y0), up(y1 - hf), up(-x0), up(x1 - wf)]
 }
 
 /// One cell of albumentations' reflection grid: a copy of the image, mirrored or not,

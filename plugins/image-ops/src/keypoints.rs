@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::boxes::Row;
 use crate::flips::Move;
-use crate::geometry::{reflection_grid, Geometry};
+use crate::geometry::{affine_padding, apply, is_identity, reflection_grid, Geometry};
 
 /// How keypoint rows are written: only `"xy"` (x then y, extra columns after).
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +138,28 @@ pub(crate) fn transform(rows: Vec<Row>, g: &Geometry, (h, w): (i64, i64)) -> Vec
             let size = g.out_size((h, w));
             out.retain(|r| inside(r, size));
             out
+        }
+        Geometry::Affine {
+            points: m, reflect, ..
+        } => {
+            if is_identity(&m) {
+                return rows;
+            }
+            let copies = if reflect {
+                // Padding from the point matrix, as albumentations' `keypoints_affine`.
+                let margins = affine_padding(&m, (h, w));
+                let mut copies = Vec::new();
+                for cell in reflection_grid(margins, (h, w)) {
+                    let (dx, dy) = ((cell.dx - margins[2]) as f64, (cell.dy - margins[0]) as f64);
+                    let fx = |x: f64| if cell.flip_x { wf - x } else { x };
+                    let fy = |y: f64| if cell.flip_y { hf - y } else { y };
+                    copies.extend(map(rows.clone(), &|x, y| (fx(x) + dx, fy(y) + dy)));
+                }
+                copies
+            } else {
+                rows
+            };
+            map(copies, &|x, y| apply(&m, x, y))
         }
     }
 }

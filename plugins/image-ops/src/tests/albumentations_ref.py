@@ -33,7 +33,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "kernel", "map_x", "map_y", "sharpening_matrix"}
+ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "kernel", "map_x", "map_y", "sharpening_matrix"}
 
 
 def arrays(params):
@@ -149,8 +149,10 @@ def run(case):
 
 def targets(case, name, init, image):
     t = getattr(A, name)(**init, p=1.0)
-    fixed = case.get("params")
+    fixed = arrays(case["params"]) if case.get("params") else None
     if fixed:  # the parameters the Rust op drew, in place of albumentations' own draws
+        if "output_shape" in fixed:
+            fixed["output_shape"] = tuple(fixed["output_shape"])
         t.get_params = lambda: dict(fixed)
         t.get_params_dependent_on_data = lambda params, data: {}
     compose = A.Compose(

@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 use super::reference::{albumentations_targets, TargetCase};
 use super::{direct, floats, noise, run, typed};
 use crate::flips::Move;
+use crate::warp::Affine2;
+use crate::{Affine, ShiftScaleRotate};
 use crate::{Flip, PadIfNeeded, RandomCrop, RandomResizedCrop, RandomRotate90, RandomSizedCrop};
 
 const H: i64 = 24;
@@ -190,6 +192,74 @@ fn calls() -> Vec<Call> {
                 json!({"min_height": 33, "min_width": 41, "border_mode": 4}),
             )
         });
+    }
+    calls.extend(affine_calls());
+    calls
+}
+
+fn matrix3(m: Affine2) -> Value {
+    json!([[m[0], m[1], m[2]], [m[3], m[4], m[5]], [0.0, 0.0, 1.0]])
+}
+
+/// `Affine` and `ShiftScaleRotate`, with plain and mirroring borders: albumentations applies
+/// the Rust op's drawn matrices (pixel centres for keypoints, `bbox_matrix` for boxes).
+fn affine_calls() -> Vec<Call> {
+    let keys = ["image", "bbox", "kp"];
+    let configs: [(&'static str, &'static str, i64); 4] = [
+        (
+            "Affine",
+            "p = 1.0
+scale = [0.7, 1.3]
+rotate = [-60, 60]
+shear = [-15, 15]
+translate_percent = [-0.2, 0.2]",
+            0,
+        ),
+        (
+            "Affine",
+            "p = 1.0
+rotate = [-40, 40]
+border_mode = \"reflect_101\"",
+            4,
+        ),
+        (
+            "ShiftScaleRotate",
+            "p = 1.0
+shift_limit = 0.2
+scale_limit = [-0.4, 0.2]
+border_mode = \"reflect\"",
+            2,
+        ),
+        (
+            "ShiftScaleRotate",
+            "p = 1.0
+rotate_limit = 90
+border_mode = \"replicate\"",
+            1,
+        ),
+    ];
+    let mut calls = Vec::new();
+    for (name, config, border) in configs {
+        let inner = if name == "Affine" {
+            typed::<Affine>(config, &keys).0
+        } else {
+            typed::<ShiftScaleRotate>(config, &keys).0
+        };
+        for seed in 0..4 {
+            let d = inner.params(H, W, seed).expect("p = 1 always warps");
+            let params = json!({
+                "matrix": matrix3(d.matrix(H, W)),
+                "bbox_matrix": matrix3(d.matrix_about(W as f64 / 2.0, H as f64 / 2.0)),
+                "output_shape": [H, W],
+                "scale": {"x": d.scale[0], "y": d.scale[1]},
+                "rotate": d.rotate,
+            });
+            calls.push(Call {
+                params,
+                seed,
+                ..call(name, config, json!({"border_mode": border}))
+            });
+        }
     }
     calls
 }

@@ -15,7 +15,7 @@ const BOX: [i64; 4] = [5, 4, 13, 11];
 fn box_mask() -> Tensor {
     let m = Tensor::zeros([H, W], (Kind::Uint8, Device::Cpu));
     let [x0, y0, x1, y1] = BOX;
-    m.narrow(0, y0, y1 - y0).narrow(1, x0, x1 - x0).fill_(1);
+    let _ = m.narrow(0, y0, y1 - y0).narrow(1, x0, x1 - x0).fill_(1);
     m
 }
 
@@ -29,7 +29,7 @@ fn bounding_rect(mask: &Tensor) -> [f64; 4] {
 }
 
 /// Op configs whose masks move with the image (nearest sampling where they resample).
-const OPS: [(&str, &str); 13] = [
+const OPS: [(&str, &str); 15] = [
     ("HorizontalFlip", "p = 1.0"),
     ("VerticalFlip", "p = 1.0"),
     ("Flip", "p = 1.0"),
@@ -43,6 +43,8 @@ const OPS: [(&str, &str); 13] = [
     ("Resize", "height = 41\nwidth = 19\ninterpolation = \"nearest\""),
     ("LongestMaxSize", "max_size = 45\nmasks = [\"mask\"]"),
     ("PadIfNeeded", "min_height = 40\nmin_width = 37\nposition = \"random\"\nborder_mode = \"constant\"\nmasks = [\"mask\"]"),
+    ("Affine", "p = 1.0\nrotate = [-45, 45]\nscale = [0.8, 1.2]\nshear = [-10, 10]\nmasks = [\"mask\"]"),
+    ("ShiftScaleRotate", "p = 1.0\nmasks = [\"mask\"]"),
 ];
 
 #[test]
