@@ -7,9 +7,10 @@ use serde_json::{json, Value};
 
 use super::reference::{albumentations_targets, TargetCase};
 use super::{direct, floats, noise, run, typed};
+use crate::affine::AffineDraw;
 use crate::flips::Move;
 use crate::warp::Affine2;
-use crate::{Affine, ShiftScaleRotate};
+use crate::{Affine, Rotate, ShiftScaleRotate};
 use crate::{Flip, PadIfNeeded, RandomCrop, RandomResizedCrop, RandomRotate90, RandomSizedCrop};
 
 const H: i64 = 24;
@@ -194,6 +195,30 @@ fn calls() -> Vec<Call> {
         });
     }
     calls.extend(affine_calls());
+    for (config, border) in [
+        ("limit = [-50, 50]", 4),
+        ("limit = 30\nborder_mode = \"constant\"", 0),
+    ] {
+        let rotate = typed::<Rotate>(config, &keys);
+        for seed in 0..4 {
+            let turn = AffineDraw {
+                translate: [0.0, 0.0],
+                shear: [0.0, 0.0],
+                scale: [1.0, 1.0],
+                rotate: rotate.angle(seed),
+            };
+            let params = json!({
+                "matrix": matrix3(turn.matrix(H, W)),
+                "bbox_matrix": matrix3(turn.matrix_about(W as f64 / 2.0, H as f64 / 2.0)),
+                "x_min": -1, "x_max": -1, "y_min": -1, "y_max": -1,
+            });
+            calls.push(Call {
+                params,
+                seed,
+                ..call("Rotate", config, json!({"border_mode": border}))
+            });
+        }
+    }
     calls
 }
 

@@ -29,7 +29,7 @@ fn bounding_rect(mask: &Tensor) -> [f64; 4] {
 }
 
 /// Op configs whose masks move with the image (nearest sampling where they resample).
-const OPS: [(&str, &str); 15] = [
+const OPS: [(&str, &str); 16] = [
     ("HorizontalFlip", "p = 1.0"),
     ("VerticalFlip", "p = 1.0"),
     ("Flip", "p = 1.0"),
@@ -45,6 +45,7 @@ const OPS: [(&str, &str); 15] = [
     ("PadIfNeeded", "min_height = 40\nmin_width = 37\nposition = \"random\"\nborder_mode = \"constant\"\nmasks = [\"mask\"]"),
     ("Affine", "p = 1.0\nrotate = [-45, 45]\nscale = [0.8, 1.2]\nshear = [-10, 10]\nmasks = [\"mask\"]"),
     ("ShiftScaleRotate", "p = 1.0\nmasks = [\"mask\"]"),
+    ("Rotate", "limit = 60\ninterpolation = \"nearest\"\nborder_mode = \"constant\""),
 ];
 
 #[test]
