@@ -186,6 +186,7 @@ fn readme_snippets_build() {
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
+            "RandomResizedCrop",
         ]
     );
 }
