@@ -89,6 +89,7 @@ pub use sized_crop::{
     RandomSizedCropConfig,
 };
 
+use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 inventory::submit! {
@@ -104,6 +105,7 @@ inventory::submit! {
         Field::required("height", "integer", "Output height in pixels"),
         Field::required("width", "integer", "Output width in pixels"),
         Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling (\"linear\" and \"cubic\" also work)"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -111,6 +113,7 @@ inventory::submit! {
     .fields(&[
         Field::required("height", "integer", "Height of the window in pixels, at most the image's"),
         Field::required("width", "integer", "Width of the window in pixels, at most the image's"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -118,12 +121,14 @@ inventory::submit! {
     .fields(&[
         Field::required("height", "integer", "Height of the window in pixels, at most the image's"),
         Field::required("width", "integer", "Width of the window in pixels, at most the image's"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
     Registration::numpy_op::<HorizontalFlip>("HorizontalFlip", "Mirrors images left-right with probability p")
     .fields(&[
         Field::optional("p", "float", "0.5", "Probability of flipping a sample, in [0, 1]"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -133,6 +138,7 @@ inventory::submit! {
         Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling (\"linear\" and \"cubic\" also work)"),
         Field::optional("border_mode", "\"reflect_101\" | \"reflect\" | \"replicate\" | \"constant\"", "\"reflect_101\"", "How pixels outside the image are filled"),
         Field::optional("value", "float", "0", "Fill value for border_mode = \"constant\""),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 

@@ -3,7 +3,7 @@
 //! `MultiVariateAlbumentation`, with albumentations' `BboxParams` / `KeypointParams`.
 
 use fe_plugin_api::tch::{Kind, Tensor};
-use fe_plugin_api::{Error, Result};
+use fe_plugin_api::{Error, Field, Result};
 
 use crate::boxes::{self, BboxParams, BboxParamsConfig, Row};
 use crate::geometry::Geometry;
@@ -204,3 +204,11 @@ fn write_rows(rows: Vec<Row>, cols: i64, kind: Kind) -> Result<Tensor> {
         .f_reshape([n, cols])?
         .f_to_kind(kind)?)
 }
+
+/// The box and keypoint keys as `fe-host plugins show` lists them.
+pub(crate) const TARGET_FIELDS: [Field; 4] = [
+    Field::optional("bboxes", "[string]", "[]", "Inputs that are bounding boxes: [N, 4 + k] rows, extra columns carried"),
+    Field::optional("bbox_params", "string | table", "required with bboxes", "Box format (\"pascal_voc\", \"coco\", \"albumentations\", \"yolo\") or { format, min_area, min_visibility, min_width, min_height }"),
+    Field::optional("keypoints", "[string]", "[]", "Inputs that are keypoints: [N, 2 + k] rows x, y, extra columns"),
+    Field::optional("keypoint_params", "string | table", "\"xy\"", "\"xy\" or { format = \"xy\", remove_invisible = true }"),
+];
