@@ -7,8 +7,13 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
+use crate::boxes::BboxParamsConfig;
 use crate::color::{range, uniform};
+use crate::flips::Move;
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{mask_flags, paired_keys, probability, rng, same_size, Interpolation};
+use crate::targets::Targets;
 use crate::warp::{matmul, warp_affine, Affine2, Sampling};
 use crate::{BorderMode, Limit};
 
@@ -78,11 +83,25 @@ pub struct AffineConfig {
     /// Probability of warping a sample (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 /// The keys `Affine` and `ShiftScaleRotate` share (serde's `flatten` would lose
 /// `deny_unknown_fields`, so both configs spell them out).
 struct WarpConfig {
+    bboxes: Vec<String>,
+    bbox_params: Option<BboxParamsConfig>,
+    keypoints: Vec<String>,
+    keypoint_params: Option<KeypointParamsConfig>,
     interpolation: Interpolation,
     border_mode: BorderMode,
     fill: f64,
@@ -94,6 +113,10 @@ struct WarpConfig {
 macro_rules! warp_config {
     ($c:expr) => {
         WarpConfig {
+            bboxes: $c.bboxes,
+            bbox_params: $c.bbox_params,
+            keypoints: $c.keypoints,
+            keypoint_params: $c.keypoint_params,
             interpolation: $c.interpolation,
             border_mode: $c.border_mode,
             fill: $c.fill,
@@ -139,6 +162,16 @@ pub struct ShiftScaleRotateConfig {
     /// Probability of warping a sample (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn one() -> Span {
@@ -226,7 +259,12 @@ impl AffineDraw {
     /// The forward matrix (albumentations' `create_affine_transformation_matrix`): scale,
     /// rotate, shear and translate about the centre `((w - 1) / 2, (h - 1) / 2)`.
     pub(crate) fn matrix(&self, height: i64, width: i64) -> Affine2 {
-        let (cx, cy) = (width as f64 / 2.0 - 0.5, height as f64 / 2.0 - 0.5);
+        self.matrix_about(width as f64 / 2.0 - 0.5, height as f64 / 2.0 - 0.5)
+    }
+
+    /// The same matrix about `(cx, cy)`: albumentations' `bbox_matrix` turns about
+    /// `(w / 2, h / 2)`, the centre of the continuous plane boxes live in.
+    pub(crate) fn matrix_about(&self, cx: f64, cy: f64) -> Affine2 {
         let (sin, cos) = self.rotate.rem_euclid(360.0).to_radians().sin_cos();
         let [tx, ty] = self.translate;
         let [hx, hy] = [
@@ -250,6 +288,7 @@ impl AffineDraw {
 /// The op behind `Affine` and `ShiftScaleRotate`.
 pub(crate) struct RandomAffine {
     keys: Vec<String>,
+    targets: Targets,
     masks: Vec<bool>,
     p: f64,
     nearest: bool,
@@ -273,6 +312,13 @@ impl RandomAffine {
         };
         let keys = paired_keys(ctx)?;
         Ok(RandomAffine {
+            targets: Targets::new(
+                &keys,
+                &c.bboxes,
+                c.bbox_params,
+                &c.keypoints,
+                c.keypoint_params,
+            )?,
             masks: mask_flags(&keys, &c.masks)?,
             keys,
             p: probability("p", c.p)?,
@@ -297,17 +343,21 @@ impl RandomAffine {
 
 impl NumpyOp for RandomAffine {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        let layouts = same_size(&self.keys, inputs)?;
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
         let (h, w) = (layouts[0].height, layouts[0].width);
         let Some(draw) = self.params(h, w, ctx.seed) else {
-            return Ok(inputs.iter().map(|x| x.shallow_clone()).collect());
+            let same = pixels.inputs.iter().map(|x| x.shallow_clone()).collect();
+            let keep = Geometry::Dihedral(Move::Keep);
+            return self.targets.merge(&self.keys, inputs, same, &keep, (h, w));
         };
         let m = draw.matrix(h, w);
-        inputs
+        let out = pixels
+            .inputs
             .iter()
             .zip(&layouts)
-            .zip(&self.masks)
-            .map(|((x, layout), &mask)| {
+            .zip(pixels.index.iter().map(|&i| self.masks[i]))
+            .map(|((x, layout), mask)| {
                 let sampling = Sampling {
                     nearest: mask || self.nearest,
                     border: self.border,
@@ -315,7 +365,13 @@ impl NumpyOp for RandomAffine {
                 };
                 warp_affine(layout, x, &m, sampling)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let g = Geometry::Affine {
+            points: m,
+            boxes: draw.matrix_about(w as f64 / 2.0, h as f64 / 2.0),
+            reflect: matches!(self.border, BorderMode::Reflect | BorderMode::Reflect101),
+        };
+        self.targets.merge(&self.keys, inputs, out, &g, (h, w))
     }
 }
 

@@ -5,7 +5,12 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
-use crate::layout::{check_count, paired_keys, rng, Spatial};
+use crate::boxes::BboxParamsConfig;
+use crate::flips::Move;
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
+use crate::layout::{paired_keys, rng, Spatial};
+use crate::targets::Targets;
 
 /// `HorizontalFlip` configuration.
 #[derive(Deserialize, Debug)]
@@ -15,6 +20,16 @@ pub struct HorizontalFlipConfig {
     /// `HorizontalFlip` always flips (`p = 1.0`); `Sometimes(HorizontalFlip(...))` is `p = 0.5`.
     #[serde(default = "half")]
     pub p: f64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn half() -> f64 {
@@ -26,6 +41,7 @@ fn half() -> f64 {
 pub struct HorizontalFlip {
     keys: Vec<String>,
     p: f64,
+    targets: Targets,
 }
 
 impl FromConfig for HorizontalFlip {
@@ -37,8 +53,16 @@ impl FromConfig for HorizontalFlip {
                 format!("must be in [0, 1], got {}", config.p),
             ));
         }
+        let keys = paired_keys(ctx)?;
         Ok(HorizontalFlip {
-            keys: paired_keys(ctx)?,
+            targets: Targets::new(
+                &keys,
+                &config.bboxes,
+                config.bbox_params,
+                &config.keypoints,
+                config.keypoint_params,
+            )?,
+            keys,
             p: config.p,
         })
     }
@@ -46,19 +70,31 @@ impl FromConfig for HorizontalFlip {
 
 impl NumpyOp for HorizontalFlip {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        check_count(&self.keys, inputs)?;
         let flip = rng(ctx.seed).random::<f64>() < self.p;
-        self.keys
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        // Pixel inputs may differ in size (each is flipped on its own); boxes and keypoints
+        // belong to the first.
+        let layouts = pixels
+            .keys
             .iter()
-            .zip(inputs)
-            .map(|(key, x)| {
-                let layout = Spatial::of(key, x, false)?;
+            .zip(&pixels.inputs)
+            .map(|(key, x)| Spatial::of(key, x, false))
+            .collect::<Result<Vec<_>>>()?;
+        let out = pixels
+            .inputs
+            .iter()
+            .zip(&layouts)
+            .map(|(x, layout)| {
                 if flip {
                     Ok(x.f_flip([layout.w_axis()])?)
                 } else {
                     Ok(x.shallow_clone())
                 }
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let m = if flip { Move::Flip(1) } else { Move::Keep };
+        let size = (layouts[0].height, layouts[0].width);
+        self.targets
+            .merge(&self.keys, inputs, out, &Geometry::Dihedral(m), size)
     }
 }

@@ -6,7 +6,11 @@ use fe_plugin_api::{CreateContext, FromConfig, NumpyOp, Result, StepContext};
 use rand::Rng;
 use serde::Deserialize;
 
-use crate::layout::{check_count, paired_keys, probability, rng, Spatial};
+use crate::boxes::BboxParamsConfig;
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
+use crate::layout::{paired_keys, probability, rng, Spatial};
+use crate::targets::Targets;
 
 /// Configuration of the dihedral ops: only the probability of applying them.
 #[derive(Deserialize, Debug)]
@@ -15,6 +19,16 @@ pub struct DihedralConfig {
     /// Probability of transforming a sample, in [0, 1] (default 0.5, albumentations').
     #[serde(default = "half")]
     pub p: f64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn half() -> f64 {
@@ -50,12 +64,21 @@ pub struct Dihedral {
     keys: Vec<String>,
     p: f64,
     family: Family,
+    targets: Targets,
 }
 
 impl Dihedral {
     fn new(config: DihedralConfig, ctx: &CreateContext<'_>, family: Family) -> Result<Self> {
+        let keys = paired_keys(ctx)?;
         Ok(Dihedral {
-            keys: paired_keys(ctx)?,
+            targets: Targets::new(
+                &keys,
+                &config.bboxes,
+                config.bbox_params,
+                &config.keypoints,
+                config.keypoint_params,
+            )?,
+            keys,
             p: probability("p", config.p)?,
             family,
         })
@@ -91,13 +114,25 @@ pub(crate) fn apply(m: Move, layout: &Spatial, x: &Tensor) -> Result<Tensor> {
 
 impl NumpyOp for Dihedral {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        check_count(&self.keys, inputs)?;
         let m = self.draw(ctx.seed);
-        self.keys
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        // Pixel inputs may differ in size (each moves on its own); boxes and keypoints
+        // belong to the first.
+        let layouts = pixels
+            .keys
             .iter()
-            .zip(inputs)
-            .map(|(key, x)| apply(m, &Spatial::of(key, x, false)?, x))
-            .collect()
+            .zip(&pixels.inputs)
+            .map(|(key, x)| Spatial::of(key, x, false))
+            .collect::<Result<Vec<_>>>()?;
+        let out = pixels
+            .inputs
+            .iter()
+            .zip(&layouts)
+            .map(|(x, layout)| apply(m, layout, x))
+            .collect::<Result<Vec<_>>>()?;
+        let size = (layouts[0].height, layouts[0].width);
+        self.targets
+            .merge(&self.keys, inputs, out, &Geometry::Dihedral(m), size)
     }
 }
 

@@ -14,6 +14,7 @@ mod color;
 mod affine;
 mod autocontrast;
 mod blur;
+mod boxes;
 mod bytes;
 mod channel_ops;
 mod clahe;
@@ -26,10 +27,12 @@ mod dropout;
 mod elastic;
 mod flip;
 mod flips;
+mod geometry;
 mod hsv;
 mod hsv_pixels;
 mod image_saver;
 mod jitter;
+mod keypoints;
 mod lab;
 mod layout;
 mod max_size;
@@ -45,11 +48,13 @@ mod resize;
 mod rotate;
 mod sharpen;
 mod sized_crop;
+mod targets;
 mod warp;
 
 pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
 pub use autocontrast::{AutoContrast, AutoContrastConfig};
 pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
+pub use boxes::{BboxFormat, BboxParams, BboxParamsConfig};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
 };
@@ -70,6 +75,7 @@ pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};
 pub use hsv::{HueSaturationValue, HueSaturationValueConfig};
 pub use image_saver::{ImageSaver, ImageSaverConfig};
 pub use jitter::{ColorJitter, ColorJitterConfig};
+pub use keypoints::{KeypointFormat, KeypointParams, KeypointParamsConfig};
 pub use layout::Interpolation;
 pub use max_size::{LongestMaxSize, MaxSizeConfig, SmallestMaxSize};
 pub use motion::{MotionBlur, MotionBlurConfig};
@@ -83,6 +89,7 @@ pub use sized_crop::{
     RandomSizedCropConfig,
 };
 
+use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 inventory::submit! {
@@ -98,6 +105,7 @@ inventory::submit! {
         Field::required("height", "integer", "Output height in pixels"),
         Field::required("width", "integer", "Output width in pixels"),
         Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling (\"linear\" and \"cubic\" also work)"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -105,6 +113,7 @@ inventory::submit! {
     .fields(&[
         Field::required("height", "integer", "Height of the window in pixels, at most the image's"),
         Field::required("width", "integer", "Width of the window in pixels, at most the image's"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -112,12 +121,14 @@ inventory::submit! {
     .fields(&[
         Field::required("height", "integer", "Height of the window in pixels, at most the image's"),
         Field::required("width", "integer", "Width of the window in pixels, at most the image's"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
     Registration::numpy_op::<HorizontalFlip>("HorizontalFlip", "Mirrors images left-right with probability p")
     .fields(&[
         Field::optional("p", "float", "0.5", "Probability of flipping a sample, in [0, 1]"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -127,6 +138,7 @@ inventory::submit! {
         Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling (\"linear\" and \"cubic\" also work)"),
         Field::optional("border_mode", "\"reflect_101\" | \"reflect\" | \"replicate\" | \"constant\"", "\"reflect_101\"", "How pixels outside the image are filled"),
         Field::optional("value", "float", "0", "Fill value for border_mode = \"constant\""),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 

@@ -6,8 +6,12 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
+use crate::boxes::BboxParamsConfig;
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{mask_flags, paired_keys, rng, same_size, Spatial};
 use crate::rotate::BorderMode;
+use crate::targets::Targets;
 
 /// Where the image sits inside the padded output.
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +58,16 @@ pub struct PadIfNeededConfig {
     /// Inputs that are label masks (filled with `mask_value`).
     #[serde(default)]
     pub masks: Vec<String>,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn center() -> Position {
@@ -74,6 +88,7 @@ enum Target {
 /// Pads every input with the same margins, chosen from the first input's size.
 pub struct PadIfNeeded {
     keys: Vec<String>,
+    targets: Targets,
     masks: Vec<bool>,
     height: Target,
     width: Target,
@@ -113,6 +128,13 @@ impl FromConfig for PadIfNeeded {
     fn from_config(config: PadIfNeededConfig, ctx: &CreateContext<'_>) -> Result<Self> {
         let keys = paired_keys(ctx)?;
         Ok(PadIfNeeded {
+            targets: Targets::new(
+                &keys,
+                &config.bboxes,
+                config.bbox_params,
+                &config.keypoints,
+                config.keypoint_params,
+            )?,
             masks: mask_flags(&keys, &config.masks)?,
             keys,
             height: target(
@@ -168,17 +190,28 @@ impl PadIfNeeded {
 
 impl NumpyOp for PadIfNeeded {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        let layouts = same_size(&self.keys, inputs)?;
-        let margins = self.margins(layouts[0].height, layouts[0].width, ctx.seed);
-        inputs
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
+        let size = (layouts[0].height, layouts[0].width);
+        let margins = self.margins(size.0, size.1, ctx.seed);
+        let out = pixels
+            .inputs
             .iter()
             .zip(&layouts)
-            .zip(&self.masks)
-            .map(|((x, layout), &mask)| {
+            .zip(pixels.index.iter().map(|&i| self.masks[i]))
+            .map(|((x, layout), mask)| {
                 let fill = if mask { self.mask_value } else { self.value };
                 pad(x, layout, margins, self.border_mode, fill)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let g = Geometry::Pad {
+            margins,
+            reflect: matches!(
+                self.border_mode,
+                BorderMode::Reflect | BorderMode::Reflect101
+            ),
+        };
+        self.targets.merge(&self.keys, inputs, out, &g, size)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Registrations of the albumentations-style geometric and photometric ops: what
 //! `fe-host plugins list` shows.
 
+use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{
@@ -28,16 +29,16 @@ const MASKS: Field = Field::optional(
 );
 
 inventory::submit! {
-    Registration::numpy_op::<VerticalFlip>("VerticalFlip", "Mirrors images top-bottom with probability p").fields(&[P])
+    Registration::numpy_op::<VerticalFlip>("VerticalFlip", "Mirrors images top-bottom with probability p").fields(&[P, TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3]])
 }
 inventory::submit! {
-    Registration::numpy_op::<Flip>("Flip", "With probability p flips vertically, horizontally or both (uniform choice)").fields(&[P])
+    Registration::numpy_op::<Flip>("Flip", "With probability p flips vertically, horizontally or both (uniform choice)").fields(&[P, TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3]])
 }
 inventory::submit! {
-    Registration::numpy_op::<Transpose>("Transpose", "Swaps rows and columns with probability p").fields(&[P])
+    Registration::numpy_op::<Transpose>("Transpose", "Swaps rows and columns with probability p").fields(&[P, TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3]])
 }
 inventory::submit! {
-    Registration::numpy_op::<RandomRotate90>("RandomRotate90", "Rotates by a random multiple of 90 degrees with probability p").fields(&[P])
+    Registration::numpy_op::<RandomRotate90>("RandomRotate90", "Rotates by a random multiple of 90 degrees with probability p").fields(&[P, TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3]])
 }
 inventory::submit! {
     Registration::numpy_op::<PadIfNeeded>("PadIfNeeded", "Pads images up to a minimum size or a multiple of a divisor")
@@ -51,6 +52,7 @@ inventory::submit! {
         Field::optional("value", "float", "0", "Image fill for border_mode = \"constant\""),
         Field::optional("mask_value", "float", "0", "Mask fill for border_mode = \"constant\""),
         MASKS,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -59,6 +61,7 @@ inventory::submit! {
         Field::optional("max_size", "integer", "1024", "Length of the longest side after the rescale"),
         INTERPOLATION,
         MASKS,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -67,6 +70,7 @@ inventory::submit! {
         Field::optional("max_size", "integer", "1024", "Length of the smallest side after the rescale"),
         INTERPOLATION,
         MASKS,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -76,6 +80,7 @@ inventory::submit! {
         Field::optional("y_min", "integer", "0", "Top row, included"),
         Field::optional("x_max", "integer", "1024", "Right column, excluded"),
         Field::optional("y_max", "integer", "1024", "Bottom row, excluded"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -87,6 +92,7 @@ inventory::submit! {
         Field::optional("ratio", "[float, float]", "[0.75, 1.3333]", "Window width / height, sampled log-uniformly"),
         INTERPOLATION,
         MASKS,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -98,6 +104,7 @@ inventory::submit! {
         Field::optional("w2h_ratio", "float", "1.0", "Window width / height"),
         INTERPOLATION,
         MASKS,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {

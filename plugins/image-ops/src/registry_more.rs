@@ -1,6 +1,7 @@
 //! Registrations of the ops issue 32 added (affine warps, HSV / colour jitter, blurs):
 //! what `fe-host plugins list` shows.
 
+use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{
@@ -64,6 +65,7 @@ inventory::submit! {
         Field::optional("shear", "float | [float, float]", "0", "Shear in degrees, per axis"),
         Field::optional("keep_ratio", "bool", "false", "Use the x scale for y too"),
         WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -75,6 +77,7 @@ inventory::submit! {
         Field::optional("scale_limit", "float | [float, float]", "0.1", "Scale range around 1, drawn per axis"),
         Field::optional("rotate_limit", "float | [float, float]", "45", "Rotation range in degrees"),
         WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {

@@ -5,7 +5,12 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
-use crate::layout::{check_count, paired_keys, rng, Interpolation, Spatial};
+use crate::affine::AffineDraw;
+use crate::boxes::BboxParamsConfig;
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
+use crate::layout::{paired_keys, rng, Interpolation, Spatial};
+use crate::targets::Targets;
 
 /// The range of angles, in degrees: `90` means [-90, 90], `[lo, hi]` means [lo, hi].
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq)]
@@ -52,6 +57,16 @@ pub struct RotateConfig {
     /// Fill value for `border_mode = "constant"` (default 0); ignored otherwise.
     #[serde(default)]
     pub value: f64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn ninety() -> Limit {
@@ -70,6 +85,7 @@ fn reflect_101() -> BorderMode {
 /// range; the output keeps the input's size, shape and dtype.
 pub struct Rotate {
     keys: Vec<String>,
+    targets: Targets,
     low: f64,
     high: f64,
     interpolation: Interpolation,
@@ -96,8 +112,16 @@ impl FromConfig for Rotate {
                 ))
             }
         };
+        let keys = paired_keys(ctx)?;
         Ok(Rotate {
-            keys: paired_keys(ctx)?,
+            targets: Targets::new(
+                &keys,
+                &config.bboxes,
+                config.bbox_params,
+                &config.keypoints,
+                config.keypoint_params,
+            )?,
+            keys,
             low,
             high,
             interpolation: config.interpolation,
@@ -109,13 +133,35 @@ impl FromConfig for Rotate {
 
 impl NumpyOp for Rotate {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        check_count(&self.keys, inputs)?;
         let angle = self.angle(ctx.seed);
-        self.keys
-            .iter()
-            .zip(inputs)
-            .map(|(key, x)| self.rotate(&Spatial::of(key, x, false)?, x, angle))
-            .collect()
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let mut size = (0, 0);
+        let mut out = Vec::with_capacity(pixels.inputs.len());
+        // Pixel inputs may differ in size (each turns about its own centre); boxes and
+        // keypoints belong to the first.
+        for (key, x) in pixels.keys.iter().zip(&pixels.inputs) {
+            let layout = Spatial::of(key, x, false)?;
+            if out.is_empty() {
+                size = (layout.height, layout.width);
+            }
+            out.push(self.rotate(&layout, x, angle)?);
+        }
+        let turn = AffineDraw {
+            translate: [0.0, 0.0],
+            shear: [0.0, 0.0],
+            scale: [1.0, 1.0],
+            rotate: angle,
+        };
+        let (h, w) = (size.0 as f64, size.1 as f64);
+        let g = Geometry::Affine {
+            points: turn.matrix(size.0, size.1),
+            boxes: turn.matrix_about(w / 2.0, h / 2.0),
+            reflect: matches!(
+                self.border_mode,
+                BorderMode::Reflect | BorderMode::Reflect101
+            ),
+        };
+        self.targets.merge(&self.keys, inputs, out, &g, size)
     }
 }
 

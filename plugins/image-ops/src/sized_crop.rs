@@ -7,9 +7,13 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
+use crate::boxes::BboxParamsConfig;
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{
     mask_flags, paired_keys, positive, resize, rng, same_size, Interpolation, Spatial,
 };
+use crate::targets::Targets;
 
 /// A window `(x_min, y_min, x_max, y_max)`, half-open, albumentations' `crop_coords`.
 pub(crate) type Coords = [i64; 4];
@@ -36,6 +40,16 @@ pub struct FixedCropConfig {
     /// Bottom row, excluded (default 1024).
     #[serde(default = "k")]
     pub y_max: i64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn k() -> i64 {
@@ -46,6 +60,7 @@ fn k() -> i64 {
 pub struct Crop {
     keys: Vec<String>,
     coords: Coords,
+    targets: Targets,
 }
 
 impl FromConfig for Crop {
@@ -59,8 +74,16 @@ impl FromConfig for Crop {
                 ));
             }
         }
+        let keys = paired_keys(ctx)?;
         Ok(Crop {
-            keys: paired_keys(ctx)?,
+            targets: Targets::new(
+                &keys,
+                &c.bboxes,
+                c.bbox_params,
+                &c.keypoints,
+                c.keypoint_params,
+            )?,
+            keys,
             coords: [c.x_min, c.y_min, c.x_max, c.y_max],
         })
     }
@@ -68,22 +91,33 @@ impl FromConfig for Crop {
 
 impl Crop {
     fn crop(&self, inputs: &[&Tensor], batched: bool) -> Result<Vec<Tensor>> {
-        crate::layout::check_count(&self.keys, inputs)?;
-        let [_, _, x1, y1] = self.coords;
-        self.keys
-            .iter()
-            .zip(inputs)
-            .map(|(key, x)| {
-                let layout = Spatial::of(key, x, batched)?;
-                if x1 > layout.width || y1 > layout.height {
-                    return Err(Error::msg(format!(
-                        "crop to x_max {x1}, y_max {y1} is outside input `{key}` ({}x{})",
-                        layout.height, layout.width
-                    )));
-                }
-                cut(x, &layout, self.coords)
-            })
-            .collect()
+        if batched && !self.targets.all_pixels() {
+            return Err(Error::unsupported(
+                "boxes and keypoints are per-sample: run Crop per sample, not batched",
+            ));
+        }
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let [x0, y0, x1, y1] = self.coords;
+        let mut size = (0, 0);
+        let mut out = Vec::with_capacity(pixels.inputs.len());
+        for (key, x) in pixels.keys.iter().zip(&pixels.inputs) {
+            let layout = Spatial::of(key, x, batched)?;
+            if x1 > layout.width || y1 > layout.height {
+                return Err(Error::msg(format!(
+                    "crop to x_max {x1}, y_max {y1} is outside input `{key}` ({}x{})",
+                    layout.height, layout.width
+                )));
+            }
+            if out.is_empty() {
+                size = (layout.height, layout.width);
+            }
+            out.push(cut(x, &layout, self.coords)?);
+        }
+        let g = Geometry::Crop {
+            window: self.coords,
+            out: (y1 - y0, x1 - x0),
+        };
+        self.targets.merge(&self.keys, inputs, out, &g, size)
     }
 }
 
@@ -95,7 +129,7 @@ impl NumpyOp for Crop {
         self.crop(inputs, true)
     }
     fn batchable(&self) -> bool {
-        true
+        self.targets.all_pixels()
     }
 }
 
@@ -115,6 +149,7 @@ fn uniform(rng: &mut ChaCha8Rng, a: f64, b: f64) -> f64 {
 struct Output {
     keys: Vec<String>,
     masks: Vec<bool>,
+    targets: Targets,
     height: i64,
     width: i64,
     interpolation: Interpolation,
@@ -124,12 +159,13 @@ impl Output {
     fn new(
         ctx: &CreateContext<'_>,
         masks: &[String],
-        height: i64,
-        width: i64,
+        targets: impl FnOnce(&[String]) -> Result<Targets>,
+        (height, width): (i64, i64),
         interpolation: Interpolation,
     ) -> Result<Output> {
         let keys = paired_keys(ctx)?;
         Ok(Output {
+            targets: targets(&keys)?,
             masks: mask_flags(&keys, masks)?,
             keys,
             height: positive("height", height)?,
@@ -143,13 +179,16 @@ impl Output {
         inputs: &[&Tensor],
         coords: impl FnOnce(i64, i64) -> Result<Coords>,
     ) -> Result<Vec<Tensor>> {
-        let layouts = same_size(&self.keys, inputs)?;
-        let window = coords(layouts[0].height, layouts[0].width)?;
-        inputs
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
+        let size = (layouts[0].height, layouts[0].width);
+        let window = coords(size.0, size.1)?;
+        let out = pixels
+            .inputs
             .iter()
             .zip(&layouts)
-            .zip(&self.masks)
-            .map(|((x, layout), &mask)| {
+            .zip(pixels.index.iter().map(|&i| self.masks[i]))
+            .map(|((x, layout), mask)| {
                 let crop = cut(x, layout, window)?;
                 let cropped = Spatial::of("crop", &crop, false)?;
                 let interpolation = if mask {
@@ -159,7 +198,12 @@ impl Output {
                 };
                 resize(&cropped, &crop, self.height, self.width, interpolation)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let g = Geometry::Crop {
+            window,
+            out: (self.height, self.width),
+        };
+        self.targets.merge(&self.keys, inputs, out, &g, size)
     }
 }
 
@@ -187,6 +231,16 @@ pub struct RandomResizedCropConfig {
     /// Inputs that are label masks.
     #[serde(default)]
     pub masks: Vec<String>,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn default_scale() -> [f64; 2] {
@@ -221,7 +275,21 @@ impl FromConfig for RandomResizedCrop {
             ));
         }
         Ok(RandomResizedCrop {
-            out: Output::new(ctx, &c.masks, c.height, c.width, c.interpolation)?,
+            out: Output::new(
+                ctx,
+                &c.masks,
+                |keys| {
+                    Targets::new(
+                        keys,
+                        &c.bboxes,
+                        c.bbox_params,
+                        &c.keypoints,
+                        c.keypoint_params,
+                    )
+                },
+                (c.height, c.width),
+                c.interpolation,
+            )?,
             scale: c.scale,
             ratio: c.ratio,
         })
@@ -289,6 +357,16 @@ pub struct RandomSizedCropConfig {
     /// Inputs that are label masks.
     #[serde(default)]
     pub masks: Vec<String>,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn one() -> f64 {
@@ -320,7 +398,21 @@ impl FromConfig for RandomSizedCrop {
             ));
         }
         Ok(RandomSizedCrop {
-            out: Output::new(ctx, &c.masks, c.height, c.width, c.interpolation)?,
+            out: Output::new(
+                ctx,
+                &c.masks,
+                |keys| {
+                    Targets::new(
+                        keys,
+                        &c.bboxes,
+                        c.bbox_params,
+                        &c.keypoints,
+                        c.keypoint_params,
+                    )
+                },
+                (c.height, c.width),
+                c.interpolation,
+            )?,
             min_max_height: c.min_max_height,
             w2h_ratio: c.w2h_ratio,
         })

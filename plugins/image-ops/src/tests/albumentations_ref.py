@@ -15,6 +15,10 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
            params["noise"] in place of numpy's draws;
   motion_kernel  albumentations' create_motion_kernel(params["size"], params["angle"],
            params["direction"]) with the shift draws params["shift"] in place of its RNG;
+  targets  A.Compose([A.<transform>(**init, p=1)], bbox_params=A.BboxParams(**bbox_params),
+           keypoint_params=A.KeypointParams(format="xy")) on image, `bboxes` and `keypoints`
+           (.npy files, [N, 4 + k] / [N, 2 + k]), writing `out_bboxes` / `out_keypoints` too;
+           with `params`, the transform uses them in place of its own draws;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
            as one row of `out_image`: the parameter distribution.
 """
@@ -29,7 +33,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "kernel", "map_x", "map_y", "sharpening_matrix"}
+ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "kernel", "map_x", "map_y", "sharpening_matrix"}
 
 
 def arrays(params):
@@ -111,6 +115,9 @@ def run(case):
         np.save(case["out_image"], np.stack(rows))
         return
     image = np.load(case["image"])
+    if kind == "targets":
+        targets(case, name, init, image)
+        return
     mask = np.load(case["mask"]) if case.get("mask") else None
     if kind == "compose":
         t = A.Compose([getattr(A, name)(**init, p=1.0)])
@@ -138,6 +145,30 @@ def run(case):
     np.save(case["out_image"], np.ascontiguousarray(out_image))
     if out_mask is not None:
         np.save(case["out_mask"], np.ascontiguousarray(out_mask))
+
+
+def targets(case, name, init, image):
+    t = getattr(A, name)(**init, p=1.0)
+    fixed = arrays(case["params"]) if case.get("params") else None
+    if fixed:  # the parameters the Rust op drew, in place of albumentations' own draws
+        if "output_shape" in fixed:
+            fixed["output_shape"] = tuple(fixed["output_shape"])
+        t.get_params = lambda: dict(fixed)
+        t.get_params_dependent_on_data = lambda params, data: {}
+    compose = A.Compose(
+        [t],
+        bbox_params=A.BboxParams(**case["bbox_params"]),
+        keypoint_params=A.KeypointParams(format="xy"),
+    )
+    out = compose(
+        image=image,
+        bboxes=np.load(case["bboxes"]).astype(np.float32),
+        keypoints=np.load(case["keypoints"]).astype(np.float32),
+    )
+    np.save(case["out_image"], np.ascontiguousarray(out["image"]))
+    for key in ("bboxes", "keypoints"):
+        rows = np.asarray(out[key], dtype=np.float64)
+        np.save(case[f"out_{key}"], rows.reshape(len(rows), -1) if len(rows) else np.zeros((0, 0)))
 
 
 def main():

@@ -20,6 +20,8 @@ mod resize;
 mod resized_crops;
 mod rotate;
 mod sharpen;
+mod targets;
+mod targets_geometry;
 
 use std::path::{Path, PathBuf};
 
@@ -184,6 +186,7 @@ fn readme_snippets_build() {
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
+            "RandomResizedCrop",
         ]
     );
 }

@@ -178,3 +178,43 @@ pub(super) fn ks_statistic(a: &[f64], b: &[f64]) -> f64 {
     }
     d
 }
+
+/// One reference call with boxes and keypoints (`targets` in `albumentations_ref.py`).
+pub(super) struct TargetCase {
+    pub transform: &'static str,
+    pub init: Value,
+    /// The drawn parameters to use, or `Value::Null` for albumentations' own (deterministic).
+    pub params: Value,
+    pub bbox_params: Value,
+    pub image: Tensor,
+    pub bboxes: Tensor,
+    pub keypoints: Tensor,
+}
+
+/// albumentations' `(image, bboxes, keypoints)` for every case, in order.
+pub(super) fn albumentations_targets(cases: &[TargetCase]) -> Vec<[Tensor; 3]> {
+    let dir = TempDir::new(&format!("albu-targets-{}", unique()));
+    let path = |name: String| dir.path().join(name).to_string_lossy().into_owned();
+    let mut spec = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let files = ["image", "bboxes", "keypoints"].map(|k| path(format!("{i}-{k}.npy")));
+        case.image.write_npy(&files[0]).unwrap();
+        case.bboxes.write_npy(&files[1]).unwrap();
+        case.keypoints.write_npy(&files[2]).unwrap();
+        spec.push(json!({
+            "kind": "targets", "transform": case.transform, "init": case.init,
+            "params": case.params, "bbox_params": case.bbox_params,
+            "image": files[0], "bboxes": files[1], "keypoints": files[2],
+            "out_image": path(format!("{i}-out-image.npy")),
+            "out_bboxes": path(format!("{i}-out-bboxes.npy")),
+            "out_keypoints": path(format!("{i}-out-keypoints.npy")),
+        }));
+    }
+    run_script(&dir, spec);
+    (0..cases.len())
+        .map(|i| {
+            ["image", "bboxes", "keypoints"]
+                .map(|k| Tensor::read_npy(path(format!("{i}-out-{k}.npy"))).unwrap())
+        })
+        .collect()
+}
