@@ -14,6 +14,7 @@ mod color;
 mod affine;
 mod autocontrast;
 mod blur;
+mod box_blur;
 mod bytes;
 mod channel_ops;
 mod clahe;
@@ -26,9 +27,12 @@ mod dropout;
 mod elastic;
 mod flip;
 mod flips;
+mod grid_mask;
+mod hls;
 mod hsv;
 mod hsv_pixels;
 mod image_saver;
+mod iso_noise;
 mod jitter;
 mod lab;
 mod layout;
@@ -40,16 +44,19 @@ mod read;
 mod registry;
 mod registry_color;
 mod registry_more;
+mod registry_noise;
 mod registry_quality;
 mod resize;
 mod rotate;
 mod sharpen;
 mod sized_crop;
 mod warp;
+mod zoom_blur;
 
 pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
 pub use autocontrast::{AutoContrast, AutoContrastConfig};
 pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
+pub use box_blur::{Blur, BlurConfig};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
 };
@@ -67,8 +74,10 @@ pub use dropout::{CoarseDropout, CoarseDropoutConfig};
 pub use elastic::{ElasticTransform, ElasticTransformConfig};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};
 pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};
+pub use grid_mask::{GridMask, GridMaskConfig};
 pub use hsv::{HueSaturationValue, HueSaturationValueConfig};
 pub use image_saver::{ImageSaver, ImageSaverConfig};
+pub use iso_noise::{ISONoise, IsoNoiseConfig};
 pub use jitter::{ColorJitter, ColorJitterConfig};
 pub use layout::Interpolation;
 pub use max_size::{LongestMaxSize, MaxSizeConfig, SmallestMaxSize};
@@ -82,6 +91,7 @@ pub use sized_crop::{
     Crop, FixedCropConfig, RandomResizedCrop, RandomResizedCropConfig, RandomSizedCrop,
     RandomSizedCropConfig,
 };
+pub use zoom_blur::{ZoomBlur, ZoomBlurConfig};
 
 use fe_plugin_api::{inventory, Field, Registration};
 

@@ -4,6 +4,7 @@
 mod affine;
 mod autocontrast;
 mod blur;
+mod box_blur;
 mod clahe;
 mod color_more;
 mod crop;
@@ -12,6 +13,8 @@ mod distort;
 mod elastic;
 mod flip;
 mod geometric;
+mod grid_mask;
+mod iso_noise;
 mod motion;
 mod photometric;
 mod read;
@@ -20,6 +23,7 @@ mod resize;
 mod resized_crops;
 mod rotate;
 mod sharpen;
+mod zoom_blur;
 
 use std::path::{Path, PathBuf};
 
@@ -179,6 +183,7 @@ fn readme_snippets_build() {
             "RandomResizedCrop",
             "RandomSizedCrop",
             "CoarseDropout",
+            "GridMask",
             "ShiftScaleRotate",
             "GridDistortion",
             "ColorJitter",
