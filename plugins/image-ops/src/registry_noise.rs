@@ -1,9 +1,9 @@
-//! Registrations of GridMask and the box, zoom and glass blurs: what `fe-host plugins list`
-//! shows.
+//! Registrations of the last ops of issue 32 (GridMask, Perspective, the box and zoom
+//! blurs): what `fe-host plugins list` shows.
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Blur, GridMask, ZoomBlur};
+use crate::{Blur, GridMask, Perspective, ZoomBlur};
 
 const P: Field = Field::optional(
     "p",
@@ -43,5 +43,19 @@ inventory::submit! {
         Field::optional("max_factor", "float | [float, float]", "[1, 1.31]", "Largest zoom factor range, at least 1 (f means [1, f])"),
         Field::optional("step_factor", "float | [float, float]", "[0.01, 0.03]", "Step between zoom factors, above 0 (s means [s, s])"),
         MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<Perspective>("Perspective", "Corners moved inwards at random, warped back to the full size (cv2.warpPerspective; image and masks alike)")
+    .fields(&[
+        Field::optional("scale", "float | [float, float]", "[0.05, 0.1]", "Corner jitter std range as a fraction of the size (s means [0, s])"),
+        Field::optional("keep_size", "bool", "true", "Only true: outputs keep the input size"),
+        Field::optional("fit_output", "bool", "false", "Only false"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
+        Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How points from outside the image are filled"),
+        Field::optional("fill", "float", "0", "Image fill for border_mode = \"constant\" (alias value)"),
+        Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias mask_value)"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
+        P,
     ])
 }

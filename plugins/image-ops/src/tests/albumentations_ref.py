@@ -22,6 +22,9 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
            ["offset_y"], ["offset_x"], ["angle"]; the mask gets params["mask_fill"];
   grid_mask_draws  FastEstimator's draws for GridMask with numpy's global RNG: params["n"]
            rows of (d, offset_y, offset_x, angle);
+  perspective_params  Perspective's order_points + compute_perspective_params for the corners
+           params["points"] (pixels, tl tr br bl before ordering) of image `shape`: the
+           matrix, max_width, max_height, flattened;
   numpy_draws  numpy's own draws, for distribution checks: params["n"] values of
            Generator.poisson(params["lam"]) and of .normal(0, params["sigma"]), stacked;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
@@ -153,6 +156,12 @@ def run(case):
             oy, ox = np.random.randint(0, d), np.random.randint(0, d)
             rows.append([d, oy, ox, np.random.uniform(-p["rotate_angle"], p["rotate_angle"])])
         np.save(case["out_image"], np.array(rows, dtype=np.float64))
+        return
+    if kind == "perspective_params":
+        p = case["params"]
+        points = fgeometric.order_points(np.array(p["points"], dtype=np.float64))
+        matrix, max_w, max_h = fgeometric.compute_perspective_params(points, tuple(p["shape"]))
+        np.save(case["out_image"], np.concatenate([matrix.ravel(), [max_w, max_h]]))
         return
     if kind == "numpy_draws":
         p = case["params"]

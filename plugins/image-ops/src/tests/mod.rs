@@ -16,6 +16,7 @@ mod geometric;
 mod grid_mask;
 mod iso_noise;
 mod motion;
+mod perspective;
 mod photometric;
 mod read;
 mod reference;
@@ -186,6 +187,7 @@ fn readme_snippets_build() {
             "GridMask",
             "ShiftScaleRotate",
             "GridDistortion",
+            "Perspective",
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
