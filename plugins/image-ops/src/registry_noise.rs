@@ -1,9 +1,9 @@
-//! Registrations of the last ops of issue 32 (GridMask, Perspective, the box and zoom
-//! blurs): what `fe-host plugins list` shows.
+//! Registrations of the last ops of issue 32 (GridMask, Perspective, OpticalDistortion,
+//! the box and zoom blurs): what `fe-host plugins list` shows.
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Blur, GridMask, Perspective, ZoomBlur};
+use crate::{Blur, GridMask, OpticalDistortion, Perspective, ZoomBlur};
 
 const P: Field = Field::optional(
     "p",
@@ -51,6 +51,19 @@ inventory::submit! {
         Field::optional("scale", "float | [float, float]", "[0.05, 0.1]", "Corner jitter std range as a fraction of the size (s means [0, s])"),
         Field::optional("keep_size", "bool", "true", "Only true: outputs keep the input size"),
         Field::optional("fit_output", "bool", "false", "Only false"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
+        Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How points from outside the image are filled"),
+        Field::optional("fill", "float", "0", "Image fill for border_mode = \"constant\" (alias value)"),
+        Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias mask_value)"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
+        P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<OpticalDistortion>("OpticalDistortion", "Barrel / pincushion lens distortion of random strength (cv2.remap; image and masks alike)")
+    .fields(&[
+        Field::optional("distort_limit", "float | [float, float]", "0.05", "Range of the coefficient k (l means [-l, l])"),
+        Field::optional("distortion_mode", "\"camera\" | \"fisheye\"", "\"camera\"", "albumentations' mode: OpenCV's camera model (k1 = k2 = k) or a radial fisheye"),
         Field::optional("interpolation", "\"bilinear\" | \"nearest\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
         Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How points from outside the image are filled"),
         Field::optional("fill", "float", "0", "Image fill for border_mode = \"constant\" (alias value)"),

@@ -25,6 +25,8 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
   perspective_params  Perspective's order_points + compute_perspective_params for the corners
            params["points"] (pixels, tl tr br bl before ordering) of image `shape`: the
            matrix, max_width, max_height, flattened;
+  optical_maps  OpticalDistortion's (map_x, map_y), stacked, for image params["shape"],
+           params["k"] and params["mode"];
   numpy_draws  numpy's own draws, for distribution checks: params["n"] values of
            Generator.poisson(params["lam"]) and of .normal(0, params["sigma"]), stacked;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
@@ -162,6 +164,12 @@ def run(case):
         points = fgeometric.order_points(np.array(p["points"], dtype=np.float64))
         matrix, max_w, max_h = fgeometric.compute_perspective_params(points, tuple(p["shape"]))
         np.save(case["out_image"], np.concatenate([matrix.ravel(), [max_w, max_h]]))
+        return
+    if kind == "optical_maps":
+        p = case["params"]
+        maps = {"camera": fgeometric.get_camera_matrix_distortion_maps, "fisheye": fgeometric.get_fisheye_distortion_maps}
+        map_x, map_y = maps[p["mode"]](tuple(p["shape"]), p["k"])
+        np.save(case["out_image"], np.stack([map_x, map_y]).astype(np.float32))
         return
     if kind == "numpy_draws":
         p = case["params"]

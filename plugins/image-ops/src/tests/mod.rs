@@ -16,6 +16,7 @@ mod geometric;
 mod grid_mask;
 mod iso_noise;
 mod motion;
+mod optical;
 mod perspective;
 mod photometric;
 mod read;
@@ -188,6 +189,7 @@ fn readme_snippets_build() {
             "ShiftScaleRotate",
             "GridDistortion",
             "Perspective",
+            "OpticalDistortion",
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
