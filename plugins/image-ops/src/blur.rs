@@ -104,7 +104,7 @@ pub(crate) fn pad_axis(x: &Tensor, axis: i64, pad: i64, border: BorderMode) -> R
 }
 
 /// 1-D correlation of `x` with `kernel` along `axis`, reflect-101 border.
-fn convolve_axis(x: &Tensor, axis: i64, kernel: &[f64]) -> Result<Tensor> {
+pub(crate) fn convolve_axis(x: &Tensor, axis: i64, kernel: &[f64]) -> Result<Tensor> {
     let n = x.size()[axis as usize];
     let r = kernel.len() as i64 / 2;
     let padded = pad_axis(x, axis, r, BorderMode::Reflect101)?;

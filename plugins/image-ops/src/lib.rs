@@ -14,6 +14,7 @@ mod color;
 mod affine;
 mod autocontrast;
 mod blur;
+mod box_blur;
 mod boxes;
 mod bytes;
 mod channel_ops;
@@ -28,9 +29,12 @@ mod elastic;
 mod flip;
 mod flips;
 mod geometry;
+mod grid_mask;
+mod hls;
 mod hsv;
 mod hsv_pixels;
 mod image_saver;
+mod iso_noise;
 mod jitter;
 mod keypoints;
 mod lab;
@@ -38,11 +42,14 @@ mod layout;
 mod max_size;
 pub mod montage;
 mod motion;
+mod optical;
 mod pad;
+mod perspective;
 mod read;
 mod registry;
 mod registry_color;
 mod registry_more;
+mod registry_noise;
 mod registry_quality;
 mod resize;
 mod rotate;
@@ -50,10 +57,12 @@ mod sharpen;
 mod sized_crop;
 mod targets;
 mod warp;
+mod zoom_blur;
 
 pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
 pub use autocontrast::{AutoContrast, AutoContrastConfig};
 pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
+pub use box_blur::{Blur, BlurConfig};
 pub use boxes::{BboxFormat, BboxParams, BboxParamsConfig};
 pub use channel_ops::{
     ChannelDropout, ChannelDropoutConfig, ChannelShuffle, RGBShift, RgbShiftConfig, ToGray, ToSepia,
@@ -72,14 +81,18 @@ pub use dropout::{CoarseDropout, CoarseDropoutConfig};
 pub use elastic::{ElasticTransform, ElasticTransformConfig};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};
 pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};
+pub use grid_mask::{GridMask, GridMaskConfig};
 pub use hsv::{HueSaturationValue, HueSaturationValueConfig};
 pub use image_saver::{ImageSaver, ImageSaverConfig};
+pub use iso_noise::{ISONoise, IsoNoiseConfig};
 pub use jitter::{ColorJitter, ColorJitterConfig};
 pub use keypoints::{KeypointFormat, KeypointParams, KeypointParamsConfig};
 pub use layout::Interpolation;
 pub use max_size::{LongestMaxSize, MaxSizeConfig, SmallestMaxSize};
 pub use motion::{MotionBlur, MotionBlurConfig};
+pub use optical::{OpticalDistortion, OpticalDistortionConfig};
 pub use pad::{PadIfNeeded, PadIfNeededConfig, Position};
+pub use perspective::{Perspective, PerspectiveConfig};
 pub use read::{ColorFlag, ReadImage, ReadImageConfig};
 pub use resize::{Resize, ResizeConfig};
 pub use rotate::{BorderMode, Limit, Rotate, RotateConfig};
@@ -88,6 +101,7 @@ pub use sized_crop::{
     Crop, FixedCropConfig, RandomResizedCrop, RandomResizedCropConfig, RandomSizedCrop,
     RandomSizedCropConfig,
 };
+pub use zoom_blur::{ZoomBlur, ZoomBlurConfig};
 
 use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};

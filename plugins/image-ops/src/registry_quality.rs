@@ -3,7 +3,7 @@
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Downscale, ImageCompression, MotionBlur, CLAHE};
+use crate::{Downscale, ISONoise, ImageCompression, MotionBlur, CLAHE};
 
 const P: Field = Field::optional(
     "p",
@@ -49,6 +49,14 @@ inventory::submit! {
     .fields(&[
         Field::optional("clip_limit", "float | [float, float]", "4", "Clip limit range (c means [1, c]), at least 1"),
         Field::optional("tile_grid_size", "[integer, integer]", "[8, 8]", "Tiles across and down"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<ISONoise>("ISONoise", "Camera sensor noise: Poisson lightness and normal hue noise in OpenCV's float32 HLS (RGB only)")
+    .fields(&[
+        Field::optional("color_shift", "[float, float]", "[0.01, 0.05]", "Hue noise std range, before intensity scales it (added to a 0..360 hue, as albumentations does)"),
+        Field::optional("intensity", "[float, float]", "[0.1, 0.5]", "Noise strength range, within [0, 100]"),
         MASKS, P,
     ])
 }

@@ -19,6 +19,20 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
            keypoint_params=A.KeypointParams(format="xy")) on image, `bboxes` and `keypoints`
            (.npy files, [N, 4 + k] / [N, 2 + k]), writing `out_bboxes` / `out_keypoints` too;
            with `params`, the transform uses them in place of its own draws;
+  iso_noise  albumentations' iso_noise(image, params["color_shift"], params["intensity"]) with
+           the Poisson counts params["counts"] and hue noise params["hues"] in place of numpy's;
+  grid_mask  FastEstimator's GridMask (its own numpy + OpenCV code, not albumentations'; not
+           installed here, so restated in `grid_mask` below) for the drawn params["d"],
+           ["offset_y"], ["offset_x"], ["angle"]; the mask gets params["mask_fill"];
+  grid_mask_draws  FastEstimator's draws for GridMask with numpy's global RNG: params["n"]
+           rows of (d, offset_y, offset_x, angle);
+  perspective_params  Perspective's order_points + compute_perspective_params for the corners
+           params["points"] (pixels, tl tr br bl before ordering) of image `shape`: the
+           matrix, max_width, max_height, flattened;
+  optical_maps  OpticalDistortion's (map_x, map_y), stacked, for image params["shape"],
+           params["k"] and params["mode"];
+  numpy_draws  numpy's own draws, for distribution checks: params["n"] values of
+           Generator.poisson(params["lam"]) and of .normal(0, params["sigma"]), stacked;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
            as one row of `out_image`: the parameter distribution.
 """
@@ -28,6 +42,7 @@ import sys
 
 from albumentations.augmentations.blur import functional as fblur
 from albumentations.augmentations.geometric import functional as fgeometric
+from albumentations.augmentations.pixel import functional as fpixel
 
 import albumentations as A
 import cv2
@@ -53,6 +68,19 @@ class Noise:
         return self.noise.reshape(size).astype(np.float64)
 
 
+class Fields:
+    """Stands in for numpy's Generator in iso_noise: returns the given Poisson and normal fields."""
+
+    def __init__(self, counts, hues):
+        self.counts, self.hues = np.array(counts, dtype=np.int64), np.array(hues, dtype=np.float64)
+
+    def poisson(self, lam, size):
+        return self.counts.reshape(size)
+
+    def normal(self, loc, scale, size):
+        return self.hues.reshape(size)
+
+
 class Draws:
     """Stands in for random.Random: uniform() returns the given draws in order."""
 
@@ -61,6 +89,30 @@ class Draws:
 
     def uniform(self, a, b):
         return self.draws.pop(0)
+
+
+def grid_mask(shape, p):
+    """FastEstimator's GridMask keep-mask: squares of int(d * ratio) every d pixels from the
+    offsets on a diagonal-sized canvas, rotated with OpenCV (nearest, border 1), centre-cropped."""
+    h, w = shape[:2]
+    d, side = p["d"], int(p["d"] * p["ratio"])
+    diag = int(np.ceil(np.sqrt(h * h + w * w)))
+    keep = np.ones((diag, diag), dtype=np.float32)
+    for y in range(p["offset_y"] - d, diag, d):
+        for x in range(p["offset_x"] - d, diag, d):
+            y1, y2, x1, x2 = max(0, y), min(diag, y + side), max(0, x), min(diag, x + side)
+            if y1 < y2 and x1 < x2:  # a negative end would index from the back
+                keep[y1:y2, x1:x2] = 0
+    if p["rotate"]:
+        m = cv2.getRotationMatrix2D((diag // 2, diag // 2), p["angle"], 1.0)
+        keep = cv2.warpAffine(keep, m, (diag, diag), flags=cv2.INTER_NEAREST, borderValue=1.0)
+    top, left = (diag - h) // 2, (diag - w) // 2
+    return keep[top:top + h, left:left + w]
+
+
+def fill_grid(x, keep, fill):
+    keep = keep[..., np.newaxis] if x.ndim == 3 else keep
+    return np.where(keep > 0.5, x, fill).astype(x.dtype)
 
 
 def jpeg(image, quality, sampling):
@@ -101,6 +153,34 @@ def run(case):
         kernel = fblur.create_motion_kernel(p["size"], p["angle"], p["direction"], shift is not None, Draws(shift or []))
         np.save(case["out_image"], kernel.astype(np.float32) / np.sum(kernel))
         return
+    if kind == "grid_mask_draws":
+        p = case["params"]
+        np.random.seed(p.get("seed", 0))
+        rows = []
+        for _ in range(p["n"]):
+            d = np.random.randint(p["d_range"][0], p["d_range"][1] + 1)
+            oy, ox = np.random.randint(0, d), np.random.randint(0, d)
+            rows.append([d, oy, ox, np.random.uniform(-p["rotate_angle"], p["rotate_angle"])])
+        np.save(case["out_image"], np.array(rows, dtype=np.float64))
+        return
+    if kind == "perspective_params":
+        p = case["params"]
+        points = fgeometric.order_points(np.array(p["points"], dtype=np.float64))
+        matrix, max_w, max_h = fgeometric.compute_perspective_params(points, tuple(p["shape"]))
+        np.save(case["out_image"], np.concatenate([matrix.ravel(), [max_w, max_h]]))
+        return
+    if kind == "optical_maps":
+        p = case["params"]
+        maps = {"camera": fgeometric.get_camera_matrix_distortion_maps, "fisheye": fgeometric.get_fisheye_distortion_maps}
+        map_x, map_y = maps[p["mode"]](tuple(p["shape"]), p["k"])
+        np.save(case["out_image"], np.stack([map_x, map_y]).astype(np.float32))
+        return
+    if kind == "numpy_draws":
+        p = case["params"]
+        rng = np.random.default_rng(p.get("seed", 0))
+        draws = np.stack([rng.poisson(p["lam"], p["n"]).astype(np.float64), rng.normal(0, p["sigma"], p["n"])])
+        np.save(case["out_image"], draws)
+        return
     if kind == "sample":
         t = getattr(A, name)(**init)
         t.set_random_seed(case.get("seed", 0))
@@ -134,6 +214,15 @@ def run(case):
                 params[key] = params[key].astype(np.float32)
         out_image = t.apply(image, **params)
         out_mask = None if mask is None else t.apply_to_mask(mask, **params)
+    elif kind == "iso_noise":
+        p = case["params"]
+        out_image = fpixel.iso_noise(image, p["color_shift"], p["intensity"], Fields(p["counts"], p["hues"]))
+        out_mask = None
+    elif kind == "grid_mask":
+        p = case["params"]
+        keep = grid_mask(image.shape, p)
+        out_image = fill_grid(image, keep, p["fill"])
+        out_mask = None if mask is None else fill_grid(mask, keep, p["mask_fill"])
     elif kind == "jpeg":
         out_image, out_mask = jpeg(image, case["params"]["quality"], case["params"]["sampling"]), None
     elif kind == "cv2":

@@ -4,6 +4,7 @@
 mod affine;
 mod autocontrast;
 mod blur;
+mod box_blur;
 mod clahe;
 mod color_more;
 mod crop;
@@ -12,7 +13,11 @@ mod distort;
 mod elastic;
 mod flip;
 mod geometric;
+mod grid_mask;
+mod iso_noise;
 mod motion;
+mod optical;
+mod perspective;
 mod photometric;
 mod read;
 mod reference;
@@ -22,6 +27,7 @@ mod rotate;
 mod sharpen;
 mod targets;
 mod targets_geometry;
+mod zoom_blur;
 
 use std::path::{Path, PathBuf};
 
@@ -181,8 +187,11 @@ fn readme_snippets_build() {
             "RandomResizedCrop",
             "RandomSizedCrop",
             "CoarseDropout",
+            "GridMask",
             "ShiftScaleRotate",
             "GridDistortion",
+            "Perspective",
+            "OpticalDistortion",
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",

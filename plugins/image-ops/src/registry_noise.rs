@@ -1,0 +1,74 @@
+//! Registrations of the last ops of issue 32 (GridMask, Perspective, OpticalDistortion,
+//! the box and zoom blurs): what `fe-host plugins list` shows.
+
+use fe_plugin_api::{inventory, Field, Registration};
+
+use crate::{Blur, GridMask, OpticalDistortion, Perspective, ZoomBlur};
+
+const P: Field = Field::optional(
+    "p",
+    "float",
+    "0.5",
+    "Probability of transforming a sample, in [0, 1]",
+);
+const MASKS: Field = Field::optional(
+    "masks",
+    "[string]",
+    "[]",
+    "Inputs left untouched (label masks)",
+);
+
+inventory::submit! {
+    Registration::numpy_op::<GridMask>("GridMask", "FastEstimator's GridMask: a random, optionally rotated grid of dropped squares (image and masks alike)")
+    .fields(&[
+        Field::optional("d_range", "[integer, integer]", "[96, 224]", "Grid cell size range in pixels, both included"),
+        Field::optional("ratio", "float", "0.6", "Dropped square side / cell size, in (0, 1)"),
+        Field::optional("rotate_angle", "float", "0", "Largest grid rotation in degrees (0: axis-aligned)"),
+        Field::optional("fill_value", "float", "0", "Value of dropped image pixels"),
+        Field::optional("mask_fill_value", "float", "none", "Value of dropped mask pixels; unset leaves masks untouched"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks"),
+        Field::optional("p", "float", "1.0", "Probability of masking a sample (FastEstimator always masks)"),
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<Blur>("Blur", "Mean of a random odd k x k window (cv2.blur, border reflect-101)")
+    .fields(&[
+        Field::optional("blur_limit", "integer | [integer, integer]", "[3, 7]", "Odd kernel size range (l means [3, l])"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<ZoomBlur>("ZoomBlur", "Mean of the image and its central zooms 1, 1 + s, ... below a random factor (radial blur)")
+    .fields(&[
+        Field::optional("max_factor", "float | [float, float]", "[1, 1.31]", "Largest zoom factor range, at least 1 (f means [1, f])"),
+        Field::optional("step_factor", "float | [float, float]", "[0.01, 0.03]", "Step between zoom factors, above 0 (s means [s, s])"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<Perspective>("Perspective", "Corners moved inwards at random, warped back to the full size (cv2.warpPerspective; image and masks alike)")
+    .fields(&[
+        Field::optional("scale", "float | [float, float]", "[0.05, 0.1]", "Corner jitter std range as a fraction of the size (s means [0, s])"),
+        Field::optional("keep_size", "bool", "true", "Only true: outputs keep the input size"),
+        Field::optional("fit_output", "bool", "false", "Only false"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
+        Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How points from outside the image are filled"),
+        Field::optional("fill", "float", "0", "Image fill for border_mode = \"constant\" (alias value)"),
+        Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias mask_value)"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
+        P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<OpticalDistortion>("OpticalDistortion", "Barrel / pincushion lens distortion of random strength (cv2.remap; image and masks alike)")
+    .fields(&[
+        Field::optional("distort_limit", "float | [float, float]", "0.05", "Range of the coefficient k (l means [-l, l])"),
+        Field::optional("distortion_mode", "\"camera\" | \"fisheye\"", "\"camera\"", "albumentations' mode: OpenCV's camera model (k1 = k2 = k) or a radial fisheye"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
+        Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How points from outside the image are filled"),
+        Field::optional("fill", "float", "0", "Image fill for border_mode = \"constant\" (alias value)"),
+        Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias mask_value)"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
+        P,
+    ])
+}
