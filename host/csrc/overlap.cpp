@@ -16,6 +16,13 @@
 //
 // The hooks act only while armed (around the backward pass of an update that averages its
 // gradients); any other backward through the same parameters passes through untouched.
+//
+// Buckets are first cut from the parameters in reverse, which is the order backward computes
+// them in for a chain of layers declared in order. After the first armed backward they are cut
+// again in the order the gradients really arrived, as DDP's Reducer rebuilds its buckets after
+// its first iteration, so that a model whose parameters are declared in another order than it
+// uses them (a head declared first, a branch) still fills its first bucket first. Every rank
+// takes rank 0's order (a broadcast), since the ranks' buckets must match.
 
 #include "dist.hpp"
 
@@ -38,6 +45,9 @@ struct Bucket {
     size_t missing = 0;
 };
 
+struct Overlap;
+void plan(Overlap &overlap, const std::vector<size_t> &order);
+
 struct Overlap {
     // The group for the parameters' device: Gloo's, or NCCL's for CUDA parameters.
     c10::intrusive_ptr<c10d::Backend> backend;
@@ -48,6 +58,11 @@ struct Overlap {
     std::vector<size_t> bucket_of;
     std::vector<int64_t> offset_of;
     int64_t extra = 0;
+    int64_t first_cap = 0;
+    int64_t cap = 0;
+    // Whether the buckets follow the order of arrival yet, and, until they do, that order.
+    bool rebuilt = false;
+    std::vector<size_t> arrival;
 
     // One backward's state.
     bool armed = false;
@@ -87,6 +102,7 @@ struct Overlap {
         ready.assign(params.size(), false);
         launched = 0;
         works.clear();
+        arrival.clear();
         armed = true;
     }
 
@@ -100,6 +116,9 @@ struct Overlap {
         auto into = slot(i);
         into.copy_(grad);
         ready[i] = true;
+        if (!rebuilt) {
+            arrival.push_back(i);
+        }
         --buckets[bucket_of[i]].missing;
         launch_ready();
         return into;
@@ -136,21 +155,65 @@ struct Overlap {
         for (size_t i = 0; i < params.size(); ++i) {
             grads_out[i] = new at::Tensor(slot(i));
         }
+        // The gradients handed out keep the old buckets' memory alive; the next arm allocates.
+        if (!rebuilt) {
+            rebuild();
+        }
+    }
+
+    // Cuts the buckets again in rank 0's order of arrival, parameters backward did not reach
+    // last (in reverse, as before). Every rank calls it after its first armed backward, so the
+    // broadcast is at the same point of every rank's sequence.
+    void rebuild() {
+        std::vector<int64_t> order(arrival.begin(), arrival.end());
+        std::vector<bool> arrived(params.size(), false);
+        for (auto i : arrival) {
+            arrived[i] = true;
+        }
+        for (size_t k = params.size(); k-- > 0;) {
+            if (!arrived[k]) {
+                order.push_back(static_cast<int64_t>(k));
+            }
+        }
+        auto device = params.front().device();
+        std::vector<at::Tensor> tensors{at::tensor(order, at::kLong).to(device)};
+        c10d::BroadcastOptions options;
+        options.rootRank = 0;
+        options.timeout = timeout;
+        fe_dist::wait_work(backend->broadcast(tensors, options), timeout);
+        auto agreed = tensors[0].to(at::kCPU).contiguous();
+        const auto *values = agreed.data_ptr<int64_t>();
+        std::vector<size_t> rank_zeros;
+        std::vector<bool> seen(params.size(), false);
+        for (size_t k = 0; k < params.size(); ++k) {
+            auto i = values[k];
+            if (i < 0 || static_cast<size_t>(i) >= params.size() || seen[i]) {
+                throw std::runtime_error(
+                    "rank 0's order of gradient arrival is not an order of this rank's parameters "
+                    "(do the ranks train the same model?)");
+            }
+            seen[i] = true;
+            rank_zeros.push_back(static_cast<size_t>(i));
+        }
+        buckets.clear();
+        plan(*this, rank_zeros);
+        arrival.clear();
+        arrival.shrink_to_fit();
+        rebuilt = true;
     }
 };
 
-// Parameters in reverse (the order backward produces their gradients, near enough), cut into
+// Parameters in `order` (the order backward is expected to produce their gradients), cut into
 // buckets of one dtype and at most `first_cap` bytes for the first, `cap` for the others: a
 // small first bucket starts communication early, as DDP's first_bucket_bytes_cap does.
-void plan(Overlap &overlap, int64_t first_cap, int64_t cap) {
+void plan(Overlap &overlap, const std::vector<size_t> &order) {
     auto count = overlap.params.size();
     overlap.bucket_of.assign(count, 0);
     overlap.offset_of.assign(count, 0);
     int64_t bytes = 0;
-    for (size_t k = 0; k < count; ++k) {
-        auto i = count - 1 - k;
+    for (auto i : order) {
         const auto &param = overlap.params[i];
-        auto limit = overlap.buckets.size() <= 1 ? first_cap : cap;
+        auto limit = overlap.buckets.size() <= 1 ? overlap.first_cap : overlap.cap;
         auto fits = !overlap.buckets.empty() && overlap.buckets.back().dtype == param.scalar_type() &&
                     bytes + static_cast<int64_t>(param.nbytes()) <= limit;
         if (!fits) {
@@ -199,10 +262,14 @@ char *fe_dist_overlap_new(void *group, at::Tensor **params, int count, int64_t f
         }
         overlap->timeout = membership.timeout;
         overlap->extra = extra;
+        overlap->first_cap = first_cap_bytes;
+        overlap->cap = cap_bytes;
+        std::vector<size_t> reverse;
         for (int i = 0; i < count; ++i) {
             overlap->params.push_back(*params[i]);
+            reverse.push_back(static_cast<size_t>(count - 1 - i));
         }
-        plan(*overlap, first_cap_bytes, cap_bytes);
+        plan(*overlap, reverse);
         std::weak_ptr<Overlap> weak = overlap;
         for (int i = 0; i < count; ++i) {
             // Weak: the parameters outlive the overlap, and their hooks must not keep it alive.
@@ -225,6 +292,23 @@ char *fe_dist_overlap_arm(void *handle) { FE_DIST_GUARD(get(handle).arm()) }
 char *fe_dist_overlap_finish(void *handle, const float *extra_in, float *extra_out,
                              at::Tensor **grads_out) {
     FE_DIST_GUARD(get(handle).finish(extra_in, extra_out, grads_out))
+}
+
+// The buckets as they stand: `params_out` gets the parameter indices bucket by bucket (one
+// slot per parameter), `ends_out` where each bucket ends in it (one slot per parameter, at
+// most), `*buckets` how many buckets there are.
+char *fe_dist_overlap_layout(void *handle, int *params_out, int *ends_out, int *buckets) {
+    FE_DIST_GUARD({
+        const auto &overlap = get(handle);
+        int at = 0;
+        for (size_t b = 0; b < overlap.buckets.size(); ++b) {
+            for (auto i : overlap.buckets[b].params) {
+                params_out[at++] = i;
+            }
+            ends_out[b] = at;
+        }
+        *buckets = static_cast<int>(overlap.buckets.size());
+    })
 }
 
 // Disarms after a backward pass that failed (the run is ending; buckets already sent are left).

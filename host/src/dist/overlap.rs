@@ -1,6 +1,8 @@
 //! Gradients averaged over the ranks while backward still runs (csrc/overlap.cpp), as DDP's
 //! Reducer does: hooks on a model's parameters fill flat buckets as autograd computes the
 //! gradients, and each full bucket is all-reduced on Gloo's threads while backward carries on.
+//! The buckets are cut again after the first averaged backward, in the order its gradients
+//! arrived on rank 0 (DDP's bucket rebuild).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::time::{Duration, Instant};
@@ -28,6 +30,12 @@ extern "C" {
         extra_out: *mut f32,
         grads_out: *mut *mut C_tensor,
     ) -> *mut c_char;
+    fn fe_dist_overlap_layout(
+        overlap: *mut c_void,
+        params_out: *mut c_int,
+        ends_out: *mut c_int,
+        buckets: *mut c_int,
+    ) -> *mut c_char;
     fn fe_dist_overlap_disarm(overlap: *mut c_void);
     fn fe_dist_overlap_free(overlap: *mut c_void);
 }
@@ -46,7 +54,6 @@ pub const EXTRA: usize = 3;
 pub struct Overlap {
     handle: *mut c_void,
     params: usize,
-    buckets: usize,
     /// The parameters' dtype and shapes, for check mode's fingerprints.
     kind: Option<Kind>,
     sizes: Vec<Vec<i64>>,
@@ -67,7 +74,7 @@ impl Overlap {
         cap: i64,
     ) -> Result<Self, String> {
         let pointers = pointers(params);
-        let (mut handle, mut buckets) = (std::ptr::null_mut(), 0);
+        let (mut handle, mut buckets): (_, c_int) = (std::ptr::null_mut(), 0);
         // SAFETY: the parameters are live for the call (the shim keeps its own references);
         // the shim writes `handle` and `buckets` only on success.
         crate::shim::check(unsafe {
@@ -85,7 +92,6 @@ impl Overlap {
         Ok(Self {
             handle,
             params: params.len(),
-            buckets: buckets as usize,
             kind: params.first().map(Tensor::kind),
             sizes: params.iter().map(Tensor::size).collect(),
         })
@@ -97,8 +103,36 @@ impl Overlap {
     }
 
     /// How many buckets the parameters make.
-    pub fn buckets(&self) -> usize {
-        self.buckets
+    pub fn buckets(&self) -> Result<usize, String> {
+        self.layout().map(|layout| layout.len())
+    }
+
+    /// The buckets as they stand, each as the indices of its parameters in the order they
+    /// are filled: the parameters in reverse until the first averaged backward, then in the
+    /// order rank 0's gradients arrived in it (those it did not reach last).
+    pub fn layout(&self) -> Result<Vec<Vec<usize>>, String> {
+        let mut indices: Vec<c_int> = vec![0; self.params];
+        let mut ends: Vec<c_int> = vec![0; self.params];
+        let mut count: c_int = 0;
+        // SAFETY: `handle` is live until drop; both buffers hold one slot per parameter, the
+        // most the shim writes (every bucket holds at least one parameter).
+        crate::shim::check(unsafe {
+            fe_dist_overlap_layout(
+                self.handle,
+                indices.as_mut_ptr(),
+                ends.as_mut_ptr(),
+                &mut count,
+            )
+        })?;
+        let mut start = 0;
+        let mut layout = Vec::new();
+        for &end in ends.iter().take(usize::try_from(count).unwrap_or(0)) {
+            let end = usize::try_from(end).unwrap_or(0).min(indices.len());
+            let bucket = indices.get(start..end).unwrap_or_default();
+            layout.push(bucket.iter().map(|&i| i as usize).collect());
+            start = end;
+        }
+        Ok(layout)
     }
 
     /// Runs `backward` with the hooks armed, then sends what is left, waits for every bucket

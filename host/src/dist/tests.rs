@@ -289,7 +289,7 @@ fn gradients_averaged_during_backward_equal_those_averaged_after_it() {
 
     // 16-byte buckets: one per parameter, so order and hold-back both matter.
     let mut overlap = Overlap::new(&group, &params, 16, 16).unwrap();
-    assert_eq!(overlap.buckets(), 4);
+    assert_eq!(overlap.buckets(), Ok(4));
 
     // Unarmed, the hooks change nothing: the plain gradients, averaged after backward.
     let expected: Vec<Tensor> = backward()
@@ -329,6 +329,75 @@ fn gradients_averaged_during_backward_equal_those_averaged_after_it() {
     drop(overlap);
     let after_drop = backward();
     assert!(after_drop[1].allclose(&plain[1], 0.0, 0.0, false));
+}
+
+#[test]
+fn buckets_follow_rank_zeros_order_of_arrival_after_the_first_backward() {
+    if let Some(outputs) = spawn_ranks(
+        "dist::tests::buckets_follow_rank_zeros_order_of_arrival_after_the_first_backward",
+        2,
+        &[],
+    ) {
+        return assert_all_passed(&outputs);
+    }
+    let mut group = join(Duration::from_secs(60));
+    let rank = group.rank();
+    let cpu = (Kind::Float, tch::Device::Cpu);
+    // Four floats each: with 16-byte buckets every parameter is a bucket of its own.
+    let params: Vec<Tensor> = (0..4)
+        .map(|i| Tensor::full([4], 1.0 + i as f64, cpu).set_requires_grad(true))
+        .collect();
+    let x = Tensor::full([4], 0.5 + rank as f64, cpu);
+    // A chain: backward reaches the parameter applied last first. Rank 0 applies 3, 2, 1, so
+    // its gradients arrive as 1, 2, 3 — the declared order, not the reverse one the first
+    // cut assumes; rank 1 applies 1, 2, 3 (gradients 3, 2, 1), but must take rank 0's order.
+    // Parameter 0 is used by no rank.
+    let chain: [usize; 3] = if rank == 0 { [3, 2, 1] } else { [1, 2, 3] };
+    let loss = || {
+        let y = chain.iter().fold(x.shallow_clone(), |y, &i| y * &params[i]);
+        y.sum(Kind::Float)
+    };
+    let backward = || Tensor::run_backward(&[loss()], &params, false, false);
+    // The plain gradients, averaged after backward (no hooks yet).
+    let plain: Vec<Tensor> = backward()
+        .iter()
+        .zip(&params)
+        .map(|(g, p)| {
+            if g.defined() {
+                g.copy()
+            } else {
+                p.zeros_like()
+            }
+        })
+        .collect();
+    group.all_reduce(&plain, ReduceOp::Sum).unwrap();
+    let want: Vec<Tensor> = plain.iter().map(|g| g / 2.0).collect();
+
+    let mut overlap = Overlap::new(&group, &params, 16, 16).unwrap();
+    let single = |order: &[usize]| order.iter().map(|&i| vec![i]).collect::<Vec<_>>();
+    assert_eq!(
+        overlap.layout(),
+        Ok(single(&[3, 2, 1, 0])),
+        "first cut: reverse"
+    );
+    for step in 0..3 {
+        let (averaged, _, _) = overlap
+            .around(&mut group, || Ok::<_, String>(backward()), [0.0; 3])
+            .unwrap();
+        for (i, (got, want)) in averaged.iter().zip(&want).enumerate() {
+            assert!(
+                got.allclose(want, 1e-6, 1e-6, false),
+                "step {step}, parameter {i}: {got:?} vs {want:?}"
+            );
+        }
+        // Rebuilt once, after the first backward, in rank 0's order of arrival; the unused
+        // parameter last. The same on both ranks.
+        assert_eq!(
+            overlap.layout(),
+            Ok(single(&[1, 2, 3, 0])),
+            "rank {rank}, after step {step}"
+        );
+    }
 }
 
 #[test]
