@@ -11,7 +11,7 @@
 use fe_plugin_api::State;
 use tch::Tensor;
 
-use super::sync::{Averaged, GradientAverages, SharedGroup, StepWeight};
+use super::sync::{Averaged, SharedGroup, StepWeight};
 use super::waits::WaitSummary;
 use super::{Cluster, Overlap};
 use crate::error::Error;
@@ -233,11 +233,6 @@ impl Strategy {
     /// (`None` alone).
     pub fn gradient_waits(&self) -> Option<WaitSummary> {
         self.group.as_ref().map(SharedGroup::gradient_waits)
-    }
-
-    /// How many updates were averaged during and after backward (`None` alone).
-    pub fn gradient_averages(&self) -> Option<GradientAverages> {
-        self.group.as_ref().map(SharedGroup::gradient_averages)
     }
 }
 

@@ -250,6 +250,28 @@ fn the_gradient_all_reduce_carries_the_ranks_overflow_and_signals() {
     );
 }
 
+/// What averaging after backward gives for `grads` (one per parameter of `params`, undefined
+/// where backward did not reach it) over the 2 ranks: the reference for the hooked averages.
+fn averaged_after_backward(
+    group: &mut ProcessGroup,
+    grads: &[Tensor],
+    params: &[Tensor],
+) -> Vec<Tensor> {
+    let sums: Vec<Tensor> = grads
+        .iter()
+        .zip(params)
+        .map(|(g, p)| {
+            if g.defined() {
+                g.copy()
+            } else {
+                p.zeros_like()
+            }
+        })
+        .collect();
+    group.all_reduce(&sums, ReduceOp::Sum).unwrap();
+    sums.iter().map(|g| g / 2.0).collect()
+}
+
 #[test]
 fn gradients_averaged_during_backward_equal_those_averaged_after_it() {
     if let Some(outputs) = spawn_ranks(
@@ -292,19 +314,7 @@ fn gradients_averaged_during_backward_equal_those_averaged_after_it() {
     assert_eq!(overlap.buckets(), Ok(4));
 
     // Unarmed, the hooks change nothing: the plain gradients, averaged after backward.
-    let expected: Vec<Tensor> = backward()
-        .iter()
-        .zip(&params)
-        .map(|(g, p)| {
-            if g.defined() {
-                g.copy()
-            } else {
-                p.zeros_like()
-            }
-        })
-        .collect();
-    group.all_reduce(&expected, ReduceOp::Sum).unwrap();
-    let expected: Vec<Tensor> = expected.iter().map(|g| g / 2.0).collect();
+    let expected = averaged_after_backward(&mut group, &backward(), &params);
 
     let extra = [rank as f32, 1.0, 0.0];
     let (averaged, sums, _) = overlap
@@ -359,19 +369,7 @@ fn buckets_follow_rank_zeros_order_of_arrival_after_the_first_backward() {
     };
     let backward = || Tensor::run_backward(&[loss()], &params, false, false);
     // The plain gradients, averaged after backward (no hooks yet).
-    let plain: Vec<Tensor> = backward()
-        .iter()
-        .zip(&params)
-        .map(|(g, p)| {
-            if g.defined() {
-                g.copy()
-            } else {
-                p.zeros_like()
-            }
-        })
-        .collect();
-    group.all_reduce(&plain, ReduceOp::Sum).unwrap();
-    let want: Vec<Tensor> = plain.iter().map(|g| g / 2.0).collect();
+    let want = averaged_after_backward(&mut group, &backward(), &params);
 
     let mut overlap = Overlap::new(&group, &params, 16, 16).unwrap();
     let single = |order: &[usize]| order.iter().map(|&i| vec![i]).collect::<Vec<_>>();

@@ -227,8 +227,8 @@ impl ModelSlot {
             None => false,
         };
         let averaged;
-        // Alone, the average of one process's gradients is those gradients.
-        let grads = if averaged_already {
+        // Alone, the average of one process's gradients is those gradients: no copy per step.
+        let grads = if averaged_already || !strategy.is_data_parallel() {
             grads
         } else {
             let update = strategy.average_gradients(&self.params, grads, overflow)?;
