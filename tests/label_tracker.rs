@@ -6,8 +6,10 @@
 
 use serde_json::Value;
 
+use crate::dist::{spawn_ranks, summary, wait_all};
 use crate::metrics::run;
 use crate::util::TempDir;
+use crate::util::{fe_host, OutputWithin, Run};
 
 fn manifest(data: &TempDir) -> String {
     let d = data.path().display();
@@ -100,4 +102,55 @@ fn label_tracker_graphs_equal_numpy_per_label_in_one_process_and_on_two_ranks() 
         graphs[0], graphs[1],
         "two ranks gather the same samples as one process"
     );
+}
+
+/// Runs `args` (after `run m.toml --summary summary.json`) in `dir` on `world` ranks and
+/// returns the summary's per-label graphs.
+fn graphs_of(dir: &TempDir, world: usize, manifest: &str, extra: &[&str]) -> Value {
+    let path = dir.write("m.toml", manifest).to_string_lossy().into_owned();
+    let mut args = vec!["run", path.as_str(), "-q", "--summary", "summary.json"];
+    args.extend_from_slice(extra);
+    let runs: Vec<Run> = if world == 1 {
+        vec![fe_host()
+            .current_dir(dir.path())
+            .args(&args)
+            .output_within()]
+    } else {
+        wait_all(spawn_ranks(dir, world, &args, &[]))
+    };
+    for (rank, run) in runs.iter().enumerate() {
+        assert_eq!(run.code, 0, "rank {rank}:\n{}\n{}", run.stdout, run.stderr);
+    }
+    summary(dir.path())["custom_graphs"].clone()
+}
+
+#[test]
+fn a_resumed_run_keeps_the_label_graphs_from_before_its_checkpoint_in_one_process_and_on_two_ranks()
+{
+    // FastEstimator's LabelTracker keeps its history in the trace; a crash and a resume must
+    // not cut the graphs at the resume.
+    let data = TempDir::new("label-tracker-resume-data");
+    crate::util::python_fixture_json(
+        "label_tracker_reference.py",
+        &[data.path().as_os_str(), "5".as_ref()],
+    );
+    let text = manifest(&data);
+    let whole = graphs_of(&TempDir::new("label-tracker-whole"), 1, &text, &[]);
+    assert_eq!(
+        whole["loss_by_y/0"][0]["history"]["eval"]["loss"]
+            .as_object()
+            .map(|steps| steps.len()),
+        Some(2),
+        "{whole}"
+    );
+    let checkpointed = format!("{text}\n[checkpoint]\ndir = \"ckpt\"\nevery_epochs = 1\n");
+    for world in [1, 2] {
+        let dir = TempDir::new(&format!("label-tracker-resume-{world}"));
+        graphs_of(&dir, world, &checkpointed, &["--epochs", "1"]);
+        let resumed = graphs_of(&dir, world, &checkpointed, &["--resume", "--epochs", "2"]);
+        assert_eq!(
+            resumed, whole,
+            "{world} rank(s): the resumed run's graphs differ from the uninterrupted run's"
+        );
+    }
 }

@@ -332,8 +332,16 @@ impl FfiTrace for TraceAdapter {
     fn metric_reduce(&self, partials: RVec<ComponentState>) -> RResult<RVec<Value>, PluginError> {
         guard(&self.name, "reduce", || match &self.inner {
             TraceImpl::Metric(metric) => {
-                let partials: Vec<State> = partials.into_iter().map(State::from_ffi).collect();
-                Ok(metric.reduce(&partials)?.into_iter().collect())
+                // A partial carried over by a checkpoint may hold the kept state too; an
+                // empty one was never carried before kept states existed, so it is left out.
+                let mut bare = Vec::with_capacity(partials.len());
+                for partial in partials {
+                    let (partial, kept) = crate::metric_state::unwrap(State::from_ffi(partial))?;
+                    if !partial.is_empty() || kept.is_empty() {
+                        bare.push(partial);
+                    }
+                }
+                Ok(metric.reduce(&bare)?.into_iter().collect())
             }
             TraceImpl::Trace(_) => Err(Error::unsupported("not a metric")),
         })
@@ -342,7 +350,9 @@ impl FfiTrace for TraceAdapter {
     fn state(&self) -> RResult<ComponentState, PluginError> {
         guard(&self.name, "state", || match &self.inner {
             TraceImpl::Trace(trace) => trace.state().map(State::into_ffi),
-            TraceImpl::Metric(metric) => metric.partial().map(State::into_ffi),
+            TraceImpl::Metric(metric) => {
+                crate::metric_state::wrap(metric.partial()?, metric.state()?).map(State::into_ffi)
+            }
         })
     }
 
@@ -352,10 +362,16 @@ impl FfiTrace for TraceAdapter {
             TraceImpl::Trace(trace) => trace.load_state(State::from_ffi(state)),
             // A metric restarts from its reset state: the host keeps the partial state it
             // saved and reduces it together with what the metric accumulates from now on,
-            // like the partials of several workers.
+            // like the partials of several workers. What the metric keeps across epochs
+            // comes back to it.
             TraceImpl::Metric(metric) => {
                 metric.reset();
-                Ok(())
+                let (_, kept) = crate::metric_state::unwrap(State::from_ffi(state))?;
+                if kept.is_empty() {
+                    Ok(())
+                } else {
+                    metric.load_state(kept)
+                }
             }
         })
     }

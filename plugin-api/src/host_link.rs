@@ -14,7 +14,7 @@ use std::sync::RwLock;
 
 use abi_stable::std_types::{RResult, RStr, RString};
 use abi_stable::StableAbi;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::context::Mode;
 use crate::{Error, Result};
@@ -60,7 +60,7 @@ pub struct HostLinkHeader {
 
 /// One graph of a summary entry: values by mode, key and step, as the run's own summary
 /// keeps them (FastEstimator's `Summary.history`).
-#[derive(Serialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Graph {
     /// `{mode: {key: {step: value}}}`.
     pub history: BTreeMap<String, BTreeMap<String, BTreeMap<u64, f64>>>,

@@ -347,6 +347,21 @@ pub trait Metric: Send + 'static {
     fn on_epoch_end(&mut self, _ctx: &TraceContext<'_>) -> Result<()> {
         Ok(())
     }
+    /// What the metric keeps across epochs, which [`reset`](Metric::reset) leaves alone (a
+    /// history over the epochs, a best value so far), for checkpoints; not the partial state,
+    /// which the host checkpoints itself. A resumed run hands it to
+    /// [`load_state`](Metric::load_state) after `reset`, so the history goes on where the
+    /// checkpoint left it. Provided Rust methods like `on_epoch_end`: the plugin's adapter
+    /// carries the kept state inside the checkpoint state it already returns, and no type that
+    /// crosses the ABI changes; under a host older than this release the kept state is not
+    /// handed back (the history starts at the resume).
+    fn state(&self) -> Result<State> {
+        Ok(State::empty())
+    }
+    /// Restores what [`Metric::state`] returned.
+    fn load_state(&mut self, state: State) -> Result<()> {
+        reject_state(state)
+    }
 }
 
 /// A model architecture. Parameters and buffers are created on `ctx.device` at construction

@@ -69,6 +69,7 @@ pub mod ffi;
 mod fields;
 pub mod host_link;
 mod kinds;
+mod metric_state;
 mod registry;
 pub mod run;
 mod state;

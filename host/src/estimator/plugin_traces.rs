@@ -171,11 +171,16 @@ impl PluginTrace {
     }
 
     /// Keeps the partial states of a checkpoint, to be reduced with what the metric
-    /// accumulates from now on; the metric itself starts from its reset state.
+    /// accumulates from now on; the metric itself starts from its reset state, with what it
+    /// keeps across epochs taken from the newest of them (the plugin's adapter finds it there;
+    /// every rank's copy is the same, since every rank reduces the same partials).
     pub(super) fn load_metric_state(&mut self, state: State) -> std::result::Result<(), String> {
         self.carried = super::metric_state::split(state)?;
-        self.handle
-            .load_state(State::empty())
-            .map_err(|e| e.to_string())
+        let newest = self
+            .carried
+            .last()
+            .map(super::metric_state::copy)
+            .unwrap_or_default();
+        self.handle.load_state(newest).map_err(|e| e.to_string())
     }
 }

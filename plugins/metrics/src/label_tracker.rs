@@ -10,8 +10,8 @@
 //! Graphs: FastEstimator files one `Summary` per label, named by the label, under the trace's
 //! output; a graph here has no name, so each label's graph is filed under
 //! `<output>/<label name>` (label name = the `label_mapping` key, else the label's value).
-//! The history lives in the trace, not in checkpoints: a resumed run's graphs start at the
-//! resume.
+//! The graphs are the metric's kept state ([`Metric::state`]): a checkpoint carries them, so
+//! a resumed run's graphs go on from where the checkpoint left them.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -211,6 +211,62 @@ impl Metric for LabelTracker {
         Ok(State::empty()
             .with_tensor("labels", Tensor::f_cat(&self.labels, 0)?)
             .with_tensor("values", Tensor::f_cat(&self.values, 0)?))
+    }
+
+    fn state(&self) -> Result<State> {
+        let graphs = self
+            .graphs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Each line's steps and values as tensors (JSON has no NaN, and a loss can be one);
+        // the JSON lists which label, mode and key each line belongs to.
+        let mut lines = Vec::new();
+        let mut tensors = Vec::new();
+        for (&label, graph) in graphs.iter() {
+            for (mode, keys) in &graph.history {
+                for (key, points) in keys {
+                    let at = lines.len();
+                    let steps: Vec<i64> = points.keys().map(|&s| s as i64).collect();
+                    let values: Vec<f64> = points.values().copied().collect();
+                    tensors.push((format!("{at}/steps"), Tensor::from_slice(&steps)));
+                    tensors.push((format!("{at}/values"), Tensor::from_slice(&values)));
+                    lines.push((label, mode.clone(), key.clone()));
+                }
+            }
+        }
+        if lines.is_empty() {
+            return Ok(State::empty());
+        }
+        let (json, _) = State::from_json(&lines)?.into_parts();
+        Ok(State::from_parts(json, tensors))
+    }
+
+    fn load_state(&mut self, state: State) -> Result<()> {
+        let lines: Vec<(i64, String, String)> = state.json()?;
+        let mut graphs: BTreeMap<i64, Graph> = BTreeMap::new();
+        for (at, (label, mode, key)) in lines.into_iter().enumerate() {
+            let line = |part: &str| {
+                state
+                    .tensor(&format!("{at}/{part}"))
+                    .ok_or_else(|| Error::msg(format!("LabelTracker state lacks `{at}/{part}`")))
+            };
+            let steps = Vec::<i64>::try_from(line("steps")?)?;
+            let values = Vec::<f64>::try_from(line("values")?)?;
+            let points = graphs
+                .entry(label)
+                .or_default()
+                .history
+                .entry(mode)
+                .or_default()
+                .entry(key)
+                .or_default();
+            points.extend(steps.into_iter().map(|s| s as u64).zip(values));
+        }
+        *self
+            .graphs
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = graphs;
+        Ok(())
     }
 
     fn on_epoch_end(&mut self, ctx: &TraceContext<'_>) -> Result<()> {
