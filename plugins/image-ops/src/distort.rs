@@ -49,6 +49,10 @@ pub struct GridDistortionConfig {
     /// Probability (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// How keypoints follow the map: `"mask"` (default) or `"direct"`, albumentations'
+    /// `keypoint_remapping_method`.
+    #[serde(default = "mask_method")]
+    pub keypoint_remapping_method: String,
     /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
     #[serde(default)]
     pub bboxes: Vec<String>,
@@ -79,6 +83,9 @@ fn constant() -> BorderMode {
 fn half() -> f64 {
     0.5
 }
+fn mask_method() -> String {
+    "mask".to_owned()
+}
 
 /// The box and keypoint keys of a per-pixel-map warp's config.
 pub(crate) struct TargetConfig<'a> {
@@ -86,6 +93,18 @@ pub(crate) struct TargetConfig<'a> {
     pub bbox_params: Option<BboxParamsConfig>,
     pub keypoints: &'a [String],
     pub keypoint_params: Option<KeypointParamsConfig>,
+}
+
+/// `keypoint_remapping_method`: `true` for `"direct"`, `false` for `"mask"`.
+pub(crate) fn direct_method(method: &str) -> Result<bool> {
+    match method {
+        "mask" => Ok(false),
+        "direct" => Ok(true),
+        other => Err(Error::config(
+            "keypoint_remapping_method",
+            format!("expected \"mask\" or \"direct\", got {other:?}"),
+        )),
+    }
 }
 
 /// What every per-pixel-map warp shares: keys, masks, targets, probability and sampling.
@@ -194,6 +213,7 @@ pub struct GridDistortion {
     steps: usize,
     limit: [f64; 2],
     normalized: bool,
+    direct: bool,
 }
 
 impl FromConfig for GridDistortion {
@@ -232,6 +252,7 @@ impl FromConfig for GridDistortion {
             steps: c.num_steps as usize,
             limit,
             normalized: c.normalized,
+            direct: direct_method(&c.keypoint_remapping_method)?,
         })
     }
 }
@@ -341,7 +362,10 @@ impl NumpyOp for GridDistortion {
         let ys = Tensor::f_from_slice(&gy)?
             .f_to_device(device)?
             .f_view([h, 1])?;
-        let g = Geometry::Remap(SourceMap::separable(&gx, &gy));
+        let g = Geometry::Remap(SourceMap {
+            direct: self.direct,
+            ..SourceMap::separable(&gx, &gy)
+        });
         self.warp.warp(inputs, &xs, &ys, &g)
     }
 }

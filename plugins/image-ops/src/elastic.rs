@@ -10,7 +10,7 @@ use rand::Rng;
 use serde::Deserialize;
 
 use crate::boxes::BboxParamsConfig;
-use crate::distort::{MapWarp, TargetConfig};
+use crate::distort::{direct_method, MapWarp, TargetConfig};
 use crate::geometry::Geometry;
 use crate::keypoints::KeypointParamsConfig;
 use crate::layout::rng;
@@ -54,6 +54,10 @@ pub struct ElasticTransformConfig {
     /// Probability (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// How keypoints follow the map: `"mask"` (default) or `"direct"`, albumentations'
+    /// `keypoint_remapping_method`.
+    #[serde(default = "mask_method")]
+    pub keypoint_remapping_method: String,
     /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
     #[serde(default)]
     pub bboxes: Vec<String>,
@@ -84,6 +88,9 @@ fn constant() -> BorderMode {
 fn half() -> f64 {
     0.5
 }
+fn mask_method() -> String {
+    "mask".to_owned()
+}
 
 /// Smoothed random displacements and the warp through them.
 pub struct ElasticTransform {
@@ -93,6 +100,7 @@ pub struct ElasticTransform {
     approximate: bool,
     same: bool,
     normal: bool,
+    direct: bool,
 }
 
 impl FromConfig for ElasticTransform {
@@ -139,6 +147,7 @@ impl FromConfig for ElasticTransform {
             approximate: c.approximate,
             same: c.same_dxdy,
             normal,
+            direct: direct_method(&c.keypoint_remapping_method)?,
         })
     }
 }
@@ -253,6 +262,7 @@ impl NumpyOp for ElasticTransform {
             width: w,
             map_x: mx,
             map_y: my,
+            direct: self.direct,
         });
         self.warp.warp(inputs, &src_x, &src_y, &g)
     }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::boxes::BboxParamsConfig;
 use crate::color::{range, uniform};
-use crate::distort::{MapWarp, TargetConfig};
+use crate::distort::{direct_method, MapWarp, TargetConfig};
 use crate::geometry::Geometry;
 use crate::keypoints::KeypointParamsConfig;
 use crate::layout::rng;
@@ -49,6 +49,10 @@ pub struct OpticalDistortionConfig {
     /// Probability (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// How keypoints follow the map: `"mask"` (default) or `"direct"`, albumentations'
+    /// `keypoint_remapping_method`.
+    #[serde(default = "mask_method")]
+    pub keypoint_remapping_method: String,
     /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
     #[serde(default)]
     pub bboxes: Vec<String>,
@@ -76,12 +80,16 @@ fn constant() -> BorderMode {
 fn half() -> f64 {
     0.5
 }
+fn mask_method() -> String {
+    "mask".to_owned()
+}
 
 /// A random lens distortion and the warp through it.
 pub struct OpticalDistortion {
     warp: MapWarp,
     limit: [f64; 2],
     fisheye: bool,
+    direct: bool,
 }
 
 impl FromConfig for OpticalDistortion {
@@ -116,6 +124,7 @@ impl FromConfig for OpticalDistortion {
             warp,
             limit: range("distort_limit", c.distort_limit)?,
             fisheye,
+            direct: direct_method(&c.keypoint_remapping_method)?,
         })
     }
 }
@@ -204,6 +213,7 @@ impl NumpyOp for OpticalDistortion {
             width: w,
             map_x: mx,
             map_y: my,
+            direct: self.direct,
         });
         self.warp.warp(inputs, &src_x, &src_y, &g)
     }

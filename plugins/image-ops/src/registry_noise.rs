@@ -73,6 +73,7 @@ inventory::submit! {
         Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias mask_value)"),
         Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
         P,
+        Field::optional("keypoint_remapping_method", "\"mask\" | \"direct\"", "\"mask\"", "How keypoints follow the map (albumentations' option)"),
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }

@@ -2,18 +2,20 @@
 //! `OpticalDistortion`), as albumentations 2.0.8 moves them: not through an inverted map
 //! but by remapping a mask of each target (`remap_bboxes`, `remap_keypoints_via_mask`, its
 //! default `keypoint_remapping_method = "mask"`) with `cv2.remap`'s nearest pixel and a
-//! zero constant border, whatever the op's own sampling and border are.
+//! zero constant border, whatever the op's own sampling and border are. Its `"direct"`
+//! keypoint method (an approximate inverse map) is here too.
 
 use crate::boxes::Row;
 
 /// Where every output pixel of a remap reads from: the float32 `cv2.remap` maps, row-major
-/// `height × width`.
+/// `height × width`; `direct` for `keypoint_remapping_method = "direct"`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SourceMap {
     pub height: i64,
     pub width: i64,
     pub map_x: Vec<f32>,
     pub map_y: Vec<f32>,
+    pub direct: bool,
 }
 
 impl SourceMap {
@@ -31,6 +33,7 @@ impl SourceMap {
             width: w as i64,
             map_x,
             map_y,
+            direct: false,
         }
     }
 
@@ -92,11 +95,20 @@ pub(crate) fn boxes(rows: Vec<Row>, map: &SourceMap) -> Vec<Row> {
         .collect()
 }
 
+/// The keypoints moved by albumentations' method for `map` (`"mask"` unless `direct`).
+pub(crate) fn keypoints(rows: Vec<Row>, map: &SourceMap) -> Vec<Row> {
+    if map.direct {
+        keypoints_direct(rows, map)
+    } else {
+        keypoints_via_mask(rows, map)
+    }
+}
+
 /// albumentations' `remap_keypoints_via_mask`: each keypoint drawn as a radius-1 disc (the
 /// pixel and its four neighbours; later keypoints over earlier ones) at its rounded
 /// position, the label image remapped, and the keypoint moved to the first pixel (row-major)
 /// that still shows it. Keypoints no pixel shows are dropped, `remove_invisible` or not.
-pub(crate) fn keypoints(rows: Vec<Row>, map: &SourceMap) -> Vec<Row> {
+fn keypoints_via_mask(rows: Vec<Row>, map: &SourceMap) -> Vec<Row> {
     let (h, w) = (map.height, map.width);
     let mut labels = vec![0usize; (h * w) as usize];
     for (i, r) in rows.iter().enumerate() {
@@ -130,6 +142,58 @@ pub(crate) fn keypoints(rows: Vec<Row>, map: &SourceMap) -> Vec<Row> {
         .collect()
 }
 
+/// albumentations' `generate_inverse_distortion_map`, in its float32 arithmetic: every
+/// source pixel whose map point lies in the image claims the up to 2 × 2 pixels around that
+/// point, unless a claim already there looks closer (albumentations compares the distance
+/// to the map point with the distance to the earlier claimant's source pixel, and takes a
+/// zero x as unclaimed; both kept).
+fn inverse(map: &SourceMap) -> [Vec<f32>; 2] {
+    let (h, w) = (map.height, map.width);
+    let mut inv_x = vec![0f32; (h * w) as usize];
+    let mut inv_y = vec![0f32; (h * w) as usize];
+    for y in 0..h {
+        for x in 0..w {
+            let i = (y * w + x) as usize;
+            let (dx, dy) = (map.map_x[i], map.map_y[i]);
+            if !((0.0..w as f32).contains(&dx) && (0.0..h as f32).contains(&dy)) {
+                continue;
+            }
+            let (fx, fy) = (dx.floor() as i64, dy.floor() as i64);
+            for ny in fy..=(fy + 1).min(h - 1) {
+                for nx in fx..=(fx + 1).min(w - 1) {
+                    let j = (ny * w + nx) as usize;
+                    let (nxf, nyf) = (nx as f32, ny as f32);
+                    let here = (nxf - dx).abs() + (nyf - dy).abs();
+                    let there = (nxf - inv_x[j]).abs() + (nyf - inv_y[j]).abs();
+                    if inv_x[j] == 0.0 || here < there {
+                        (inv_x[j], inv_y[j]) = (x as f32, y as f32);
+                    }
+                }
+            }
+        }
+    }
+    [inv_x, inv_y]
+}
+
+/// albumentations' `remap_keypoints` (`"direct"`): each keypoint, clamped into the image and
+/// truncated to a pixel, takes that pixel's inverse-map entry, clamped into the image. No
+/// keypoint is dropped here.
+fn keypoints_direct(rows: Vec<Row>, map: &SourceMap) -> Vec<Row> {
+    let (h, w) = (map.height, map.width);
+    let [inv_x, inv_y] = inverse(map);
+    let (wl, hl) = ((w - 1) as f64, (h - 1) as f64);
+    rows.into_iter()
+        .map(|mut r| {
+            let x = r[0].clamp(0.0, wl) as i64;
+            let y = r[1].clamp(0.0, hl) as i64;
+            let j = (y * w + x) as usize;
+            r[0] = f64::from(inv_x[j]).clamp(0.0, wl);
+            r[1] = f64::from(inv_y[j]).clamp(0.0, hl);
+            r
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +216,18 @@ mod tests {
             &shift(10, 10, -5.0, 0.0),
         );
         assert_eq!(out[0], [0.0, 0.0, 1.0, 1.0, 8.0]);
+    }
+
+    #[test]
+    fn the_direct_method_reads_keypoints_through_the_inverse_map() {
+        // Output (x, y) reads (x - 2, y - 1), so source pixel (1, 1) shows at (3, 2). No
+        // output reads the corner (7, 5): its entry stays unclaimed, (0, 0), as there.
+        let map = SourceMap {
+            direct: true,
+            ..shift(6, 8, 2.0, 1.0)
+        };
+        let out = keypoints(vec![vec![1.5, 1.0, 9.0], vec![7.0, 5.0, 8.0]], &map);
+        assert_eq!(out, [vec![3.0, 2.0, 9.0], vec![0.0, 0.0, 8.0]]);
     }
 
     #[test]

@@ -20,6 +20,7 @@ struct Call {
     name: &'static str,
     config: &'static str,
     transform: &'static str,
+    init: Value,
     params: Value,
     seed: u64,
 }
@@ -34,10 +35,16 @@ fn grid(map: &[f32]) -> Value {
 }
 
 fn remap_call(name: &'static str, config: &'static str, seed: u64, maps: [Vec<f32>; 2]) -> Call {
+    let method = if config.contains("direct") {
+        "direct"
+    } else {
+        "mask"
+    };
     Call {
         name,
         config,
         transform: name,
+        init: json!({ "keypoint_remapping_method": method }),
         params: json!({"map_x": grid(&maps[0]), "map_y": grid(&maps[1])}),
         seed,
     }
@@ -45,8 +52,13 @@ fn remap_call(name: &'static str, config: &'static str, seed: u64, maps: [Vec<f3
 
 const PERSPECTIVE: &str = "scale = [0.05, 0.3]\np = 1.0";
 const GRID: &str = "num_steps = 4\ndistort_limit = 0.5\np = 1.0";
+const GRID_DIRECT: &str =
+    "num_steps = 4\ndistort_limit = 0.5\np = 1.0\nkeypoint_remapping_method = \"direct\"";
 const ELASTIC: &str = "alpha = 40.0\nsigma = 4.0\np = 1.0";
+const ELASTIC_DIRECT: &str =
+    "alpha = 40.0\nsigma = 4.0\np = 1.0\nkeypoint_remapping_method = \"direct\"";
 const CAMERA: &str = "distort_limit = 0.6\np = 1.0";
+const CAMERA_DIRECT: &str = "distort_limit = 0.6\np = 1.0\nkeypoint_remapping_method = \"direct\"";
 const FISHEYE: &str = "distort_limit = 0.6\ndistortion_mode = \"fisheye\"\np = 1.0";
 const DROPOUT: &str =
     "max_holes = 6\nmin_holes = 2\nmax_height = 9\nmin_height = 3\nmax_width = 11\nmin_width = 4\np = 1.0";
@@ -65,6 +77,7 @@ fn calls() -> Vec<Call> {
             name: "Perspective",
             config: PERSPECTIVE,
             transform: "Perspective",
+            init: json!({}),
             params: json!({"matrix": m3, "matrix_bbox": m3, "max_width": max_w, "max_height": max_h}),
             seed,
         });
@@ -76,11 +89,20 @@ fn calls() -> Vec<Call> {
             .iter()
             .flat_map(|&v| std::iter::repeat_n(v as f32, w))
             .collect();
-        calls.push(remap_call("GridDistortion", GRID, seed, [map_x, map_y]));
-        let op = typed::<ElasticTransform>(ELASTIC, &keys);
-        let maps = op.maps(op.noise(H, W, seed).unwrap(), h, w);
-        calls.push(remap_call("ElasticTransform", ELASTIC, seed, maps));
-        for config in [CAMERA, FISHEYE] {
+        let maps: [Vec<f32>; 2] = [map_x, map_y];
+        calls.push(remap_call(
+            "GridDistortion",
+            GRID_DIRECT,
+            seed,
+            maps.clone(),
+        ));
+        calls.push(remap_call("GridDistortion", GRID, seed, maps));
+        for config in [ELASTIC, ELASTIC_DIRECT] {
+            let op = typed::<ElasticTransform>(config, &keys);
+            let maps = op.maps(op.noise(H, W, seed).unwrap(), h, w);
+            calls.push(remap_call("ElasticTransform", config, seed, maps));
+        }
+        for config in [CAMERA, FISHEYE, CAMERA_DIRECT] {
             let op = typed::<OpticalDistortion>(config, &keys);
             let maps = op.maps(op.k(seed).unwrap(), h, w);
             calls.push(remap_call("OpticalDistortion", config, seed, maps));
@@ -90,6 +112,7 @@ fn calls() -> Vec<Call> {
             name: "CoarseDropout",
             config: DROPOUT,
             transform: "CoarseDropout",
+            init: json!({}),
             params: json!({ "holes": holes, "seed": 0 }),
             seed,
         });
@@ -105,6 +128,7 @@ fn calls() -> Vec<Call> {
             name: "GridMask",
             config: GRID_MASK,
             transform: "CoarseDropout",
+            init: json!({}),
             params: json!({ "holes": holes, "seed": 0 }),
             seed,
         });
@@ -130,7 +154,7 @@ fn distortion_and_dropout_targets_match_albumentations_for_the_drawn_parameters(
             ours.push((what, format, out, bbox.shallow_clone()));
             cases.push(TargetCase {
                 transform: c.transform,
-                init: json!({}),
+                init: c.init.clone(),
                 params: c.params.clone(),
                 bbox_params,
                 image: image.shallow_clone(),
@@ -246,4 +270,26 @@ fn a_drawn_box_lands_where_the_distorted_or_cut_box_says() {
         }
     }
     assert!(checked >= 50, "{checked} boxes checked");
+}
+
+#[test]
+fn target_keys_of_the_new_ops_are_checked_when_built() {
+    let build = |name: &str, config: &str| {
+        fe_plugin_api::testing::numpy_op(name, config, &["i", "b"], &["i", "b"]).err()
+    };
+    for name in [
+        "Perspective",
+        "GridDistortion",
+        "ElasticTransform",
+        "OpticalDistortion",
+        "CoarseDropout",
+        "GridMask",
+    ] {
+        let err = build(name, "bboxes = [\"b\"]").expect("bboxes without bbox_params");
+        assert_eq!(err.field.as_str(), "bbox_params", "{name}");
+        assert!(build(name, "bboxes = [\"b\"]\nbbox_params = \"coco\"").is_none());
+    }
+    let err = build("GridDistortion", "keypoint_remapping_method = \"inverse\"").unwrap();
+    assert_eq!(err.field.as_str(), "keypoint_remapping_method");
+    assert!(err.message.as_str().contains("\"mask\" or \"direct\""));
 }
