@@ -6,7 +6,9 @@
 use fe_plugin_api::{Error, Result};
 use serde::Deserialize;
 
-use crate::geometry::{affine_padding, enclosing_box, is_identity, reflection_grid, Geometry};
+use crate::geometry::{
+    affine_padding, enclosing_box, is_identity, project, reflection_grid, Geometry,
+};
 
 /// How the first four columns of a box row are written.
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,6 +271,22 @@ pub(crate) fn transform(rows: Vec<Row>, g: &Geometry, (h, w): (i64, i64)) -> Vec
                 .filter(|r| r[2] > 0.0 && r[3] > 0.0 && r[0] < wf && r[1] < hf)
                 .collect()
         }
+        Geometry::Perspective {
+            matrix,
+            scale: (sx, sy),
+        } => {
+            let f = |[x0, y0, x1, y1]: [f64; 4]| {
+                let c =
+                    [(x0, y0), (x1, y0), (x1, y1), (x0, y1)].map(|(x, y)| project(&matrix, x, y));
+                let xs = c.map(|p| p.0);
+                let ys = c.map(|p| p.1);
+                let min = |v: [f64; 4]| v.into_iter().fold(f64::INFINITY, f64::min);
+                let max = |v: [f64; 4]| v.into_iter().fold(f64::NEG_INFINITY, f64::max);
+                [min(xs) * sx, min(ys) * sy, max(xs) * sx, max(ys) * sy]
+            };
+            rows.into_iter().map(|r| map(r, &f)).collect()
+        }
+        Geometry::Remap(ref source) => crate::remap_targets::boxes(rows, source),
     }
 }
 

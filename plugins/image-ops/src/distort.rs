@@ -7,8 +7,14 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
+use crate::boxes::BboxParamsConfig;
 use crate::color::{range, uniform};
+use crate::flips::Move;
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{mask_flags, paired_keys, probability, rng, same_size};
+use crate::remap_targets::SourceMap;
+use crate::targets::Targets;
 use crate::warp::{remap, Sampling};
 use crate::{BorderMode, Interpolation, Limit};
 
@@ -43,6 +49,20 @@ pub struct GridDistortionConfig {
     /// Probability (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// How keypoints follow the map: `"mask"` (default) or `"direct"`, albumentations'
+    /// `keypoint_remapping_method`.
+    #[serde(default = "mask_method")]
+    pub keypoint_remapping_method: String,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn five() -> i64 {
@@ -63,11 +83,35 @@ fn constant() -> BorderMode {
 fn half() -> f64 {
     0.5
 }
+fn mask_method() -> String {
+    "mask".to_owned()
+}
 
-/// What every per-pixel-map warp shares: keys, masks, probability and sampling.
+/// The box and keypoint keys of a per-pixel-map warp's config.
+pub(crate) struct TargetConfig<'a> {
+    pub bboxes: &'a [String],
+    pub bbox_params: Option<BboxParamsConfig>,
+    pub keypoints: &'a [String],
+    pub keypoint_params: Option<KeypointParamsConfig>,
+}
+
+/// `keypoint_remapping_method`: `true` for `"direct"`, `false` for `"mask"`.
+pub(crate) fn direct_method(method: &str) -> Result<bool> {
+    match method {
+        "mask" => Ok(false),
+        "direct" => Ok(true),
+        other => Err(Error::config(
+            "keypoint_remapping_method",
+            format!("expected \"mask\" or \"direct\", got {other:?}"),
+        )),
+    }
+}
+
+/// What every per-pixel-map warp shares: keys, masks, targets, probability and sampling.
 pub(crate) struct MapWarp {
     keys: Vec<String>,
     masks: Vec<bool>,
+    targets: Targets,
     pub(crate) p: f64,
     nearest: bool,
     border: BorderMode,
@@ -76,6 +120,7 @@ pub(crate) struct MapWarp {
 }
 
 impl MapWarp {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         ctx: &CreateContext<'_>,
         what: &str,
@@ -84,6 +129,7 @@ impl MapWarp {
         [fill, fill_mask]: [f64; 2],
         masks: &[String],
         p: f64,
+        targets: TargetConfig<'_>,
     ) -> Result<Self> {
         let nearest = match interpolation {
             Interpolation::Bilinear => false,
@@ -98,6 +144,13 @@ impl MapWarp {
         let keys = paired_keys(ctx)?;
         Ok(MapWarp {
             masks: mask_flags(&keys, masks)?,
+            targets: Targets::new(
+                &keys,
+                targets.bboxes,
+                targets.bbox_params,
+                targets.keypoints,
+                targets.keypoint_params,
+            )?,
             keys,
             p: probability("p", p)?,
             nearest,
@@ -107,25 +160,40 @@ impl MapWarp {
         })
     }
 
-    /// The shared height and width of `inputs`.
+    /// The shared height and width of the pixel inputs.
     pub(crate) fn size(&self, inputs: &[&Tensor]) -> Result<(i64, i64)> {
-        let layouts = same_size(&self.keys, inputs)?;
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
         Ok((layouts[0].height, layouts[0].width))
     }
 
-    /// Every input resampled at `(src_y, src_x)` (float64, broadcastable to `(H, W)`).
+    /// The inputs unchanged (boxes still clipped and filtered, as albumentations' `Compose`
+    /// does around a transform that did not fire).
+    pub(crate) fn keep(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let size = self.size(inputs)?;
+        let same = pixels.inputs.iter().map(|x| x.shallow_clone()).collect();
+        let keep = Geometry::Dihedral(Move::Keep);
+        self.targets.merge(&self.keys, inputs, same, &keep, size)
+    }
+
+    /// Every pixel input resampled at `(src_y, src_x)` (float64, broadcastable to `(H, W)`);
+    /// boxes and keypoints moved by `g`, the same warp in numbers.
     pub(crate) fn warp(
         &self,
         inputs: &[&Tensor],
         src_x: &Tensor,
         src_y: &Tensor,
+        g: &Geometry,
     ) -> Result<Vec<Tensor>> {
-        let layouts = same_size(&self.keys, inputs)?;
-        inputs
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
+        let out = pixels
+            .inputs
             .iter()
             .zip(&layouts)
-            .zip(&self.masks)
-            .map(|((x, layout), &mask)| {
+            .zip(pixels.index.iter().map(|&i| self.masks[i]))
+            .map(|((x, layout), mask)| {
                 let sampling = Sampling {
                     nearest: mask || self.nearest,
                     border: self.border,
@@ -133,7 +201,9 @@ impl MapWarp {
                 };
                 remap(layout, x, src_x, src_y, sampling)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let size = (layouts[0].height, layouts[0].width);
+        self.targets.merge(&self.keys, inputs, out, g, size)
     }
 }
 
@@ -143,6 +213,7 @@ pub struct GridDistortion {
     steps: usize,
     limit: [f64; 2],
     normalized: bool,
+    direct: bool,
 }
 
 impl FromConfig for GridDistortion {
@@ -169,12 +240,19 @@ impl FromConfig for GridDistortion {
             [c.fill, c.fill_mask],
             &c.masks,
             c.p,
+            TargetConfig {
+                bboxes: &c.bboxes,
+                bbox_params: c.bbox_params,
+                keypoints: &c.keypoints,
+                keypoint_params: c.keypoint_params,
+            },
         )?;
         Ok(GridDistortion {
             warp,
             steps: c.num_steps as usize,
             limit,
             normalized: c.normalized,
+            direct: direct_method(&c.keypoint_remapping_method)?,
         })
     }
 }
@@ -271,15 +349,23 @@ impl NumpyOp for GridDistortion {
             )));
         }
         let Some([sx, sy]) = self.params(h, w, ctx.seed) else {
-            return Ok(inputs.iter().map(|x| x.shallow_clone()).collect());
+            return self.warp.keep(inputs);
         };
         let device = inputs[0].device();
-        let xs = Tensor::f_from_slice(&grid_axis(w as usize, self.steps, &sx))?
+        let (gx, gy) = (
+            grid_axis(w as usize, self.steps, &sx),
+            grid_axis(h as usize, self.steps, &sy),
+        );
+        let xs = Tensor::f_from_slice(&gx)?
             .f_to_device(device)?
             .f_view([1, w])?;
-        let ys = Tensor::f_from_slice(&grid_axis(h as usize, self.steps, &sy))?
+        let ys = Tensor::f_from_slice(&gy)?
             .f_to_device(device)?
             .f_view([h, 1])?;
-        self.warp.warp(inputs, &xs, &ys)
+        let g = Geometry::Remap(SourceMap {
+            direct: self.direct,
+            ..SourceMap::separable(&gx, &gy)
+        });
+        self.warp.warp(inputs, &xs, &ys, &g)
     }
 }

@@ -5,7 +5,11 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
+use crate::boxes::BboxParamsConfig;
+use crate::dropout_targets::Holes;
+use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{mask_flags, paired_keys, probability, rng, same_size};
+use crate::targets::Targets;
 
 /// `CoarseDropout` configuration (FastEstimator's names; sizes in pixels).
 #[derive(Deserialize, Debug)]
@@ -37,6 +41,16 @@ pub struct CoarseDropoutConfig {
     /// Probability of cutting holes in a sample (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn eight() -> i64 {
@@ -51,6 +65,7 @@ fn half() -> f64 {
 /// input.
 pub struct CoarseDropout {
     keys: Vec<String>,
+    targets: Targets,
     masks: Vec<bool>,
     holes: [i64; 2],
     heights: [i64; 2],
@@ -78,6 +93,13 @@ impl FromConfig for CoarseDropout {
         let keys = paired_keys(ctx)?;
         Ok(CoarseDropout {
             masks: mask_flags(&keys, &c.masks)?,
+            targets: Targets::new(
+                &keys,
+                &c.bboxes,
+                c.bbox_params,
+                &c.keypoints,
+                c.keypoint_params,
+            )?,
             keys,
             holes: range(c.min_holes, c.max_holes, "max_holes")?,
             heights: range(c.min_height, c.max_height, "max_height")?,
@@ -115,13 +137,16 @@ impl CoarseDropout {
 
 impl NumpyOp for CoarseDropout {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        let layouts = same_size(&self.keys, inputs)?;
-        let holes = self.holes(layouts[0].height, layouts[0].width, ctx.seed);
-        inputs
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
+        let size = (layouts[0].height, layouts[0].width);
+        let holes = self.holes(size.0, size.1, ctx.seed);
+        let out = pixels
+            .inputs
             .iter()
             .zip(&layouts)
-            .zip(&self.masks)
-            .map(|((x, layout), &mask)| {
+            .zip(pixels.index.iter().map(|&i| self.masks[i]))
+            .map(|((x, layout), mask)| {
                 let fill = if mask {
                     self.mask_fill
                 } else {
@@ -141,6 +166,9 @@ impl NumpyOp for CoarseDropout {
                 }
                 Ok(out)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let cut = (!holes.is_empty()).then(|| Holes::rects(size.0, size.1, &holes));
+        self.targets
+            .merge_holes(&self.keys, inputs, out, cut.as_ref(), size)
     }
 }

@@ -2,10 +2,11 @@
 //! the op did to the pixels, in numbers rather than in pixels.
 
 use crate::flips::Move;
+use crate::remap_targets::SourceMap;
 use crate::warp::{invert, Affine2};
 
 /// What one call of a geometric op did to the image plane.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Geometry {
     /// A flip, transpose or quarter turn of the whole image (or nothing).
     Dihedral(Move),
@@ -30,6 +31,13 @@ pub(crate) enum Geometry {
         boxes: Affine2,
         reflect: bool,
     },
+    /// `Perspective` (`keep_size`): points go through the homography `matrix` (row-major
+    /// 3 × 3, onto a `max_width × max_height` canvas), then are scaled by `scale` `(x, y)`
+    /// back to the image size, as albumentations' `perspective_bboxes` / `_keypoints` do.
+    Perspective { matrix: [f64; 9], scale: (f64, f64) },
+    /// A per-pixel remap onto an image of the same size (boxes and keypoints follow masks
+    /// of themselves through it, see `remap_targets`).
+    Remap(SourceMap),
 }
 
 impl Geometry {
@@ -43,7 +51,7 @@ impl Geometry {
                 margins: [t, b, l, r],
                 ..
             } => (h + t + b, w + l + r),
-            Geometry::Affine { .. } => (h, w),
+            Geometry::Affine { .. } | Geometry::Perspective { .. } | Geometry::Remap(_) => (h, w),
         }
     }
 }
@@ -51,6 +59,22 @@ impl Geometry {
 /// `m` applied to the point `(x, y)`.
 pub(crate) fn apply(m: &Affine2, x: f64, y: f64) -> (f64, f64) {
     (m[0] * x + m[1] * y + m[2], m[3] * x + m[4] * y + m[5])
+}
+
+/// `cv2.perspectiveTransform` of a float32 point: computed in float64, a point at
+/// infinity (`|w| <= FLT_EPSILON`) sent to the origin, the result rounded to float32.
+pub(crate) fn project(m: &[f64; 9], x: f64, y: f64) -> (f64, f64) {
+    let (x, y) = (f64::from(x as f32), f64::from(y as f32));
+    let w = x * m[6] + y * m[7] + m[8];
+    if w.abs() <= f64::from(f32::EPSILON) {
+        return (0.0, 0.0);
+    }
+    let w = 1.0 / w;
+    let f = |v: f64| f64::from(v as f32);
+    (
+        f((x * m[0] + y * m[1] + m[2]) * w),
+        f((x * m[3] + y * m[4] + m[5]) * w),
+    )
 }
 
 /// albumentations' `bboxes_affine_largest_box`: the axis-aligned box around the four moved

@@ -11,8 +11,12 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
+use crate::boxes::BboxParamsConfig;
 use crate::color::uniform;
+use crate::dropout_targets::Holes;
+use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{mask_flags, paired_keys, probability, rng, same_size, Spatial};
+use crate::targets::Targets;
 use crate::warp::{warp_affine, Sampling};
 use crate::BorderMode;
 
@@ -40,6 +44,16 @@ pub struct GridMaskConfig {
     /// Probability (default 1: FastEstimator's op always applies).
     #[serde(default = "always")]
     pub p: f64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn cells() -> [i64; 2] {
@@ -55,6 +69,7 @@ fn always() -> f64 {
 /// Drops the same random grid of squares from every input.
 pub struct GridMask {
     keys: Vec<String>,
+    targets: Targets,
     masks: Vec<bool>,
     cells: [i64; 2],
     ratio: f64,
@@ -98,6 +113,13 @@ impl FromConfig for GridMask {
         }
         Ok(GridMask {
             masks: mask_flags(&keys, &c.masks)?,
+            targets: Targets::new(
+                &keys,
+                &c.bboxes,
+                c.bbox_params,
+                &c.keypoints,
+                c.keypoint_params,
+            )?,
             keys,
             cells: c.d_range,
             ratio: c.ratio,
@@ -185,17 +207,22 @@ fn rotation(diag: i64, angle: f64) -> [f64; 6] {
 
 impl NumpyOp for GridMask {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        let layouts = same_size(&self.keys, inputs)?;
+        let pixels = self.targets.pixels(&self.keys, inputs)?;
+        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
+        let size = (layouts[0].height, layouts[0].width);
         let Some(grid) = self.grid(ctx.seed) else {
-            return Ok(inputs.iter().map(|x| x.shallow_clone()).collect());
+            let same = pixels.inputs.iter().map(|x| x.shallow_clone()).collect();
+            return self
+                .targets
+                .merge_holes(&self.keys, inputs, same, None, size);
         };
-        let (height, width) = (layouts[0].height, layouts[0].width);
-        let keep = self.keep(grid, height, width)?.f_gt(0.5)?;
-        inputs
+        let keep = self.keep(grid, size.0, size.1)?.f_gt(0.5)?;
+        let out = pixels
+            .inputs
             .iter()
             .zip(&layouts)
-            .zip(&self.masks)
-            .map(|((x, layout), &mask)| {
+            .zip(pixels.index.iter().map(|&i| self.masks[i]))
+            .map(|((x, layout), mask)| {
                 let fill = if mask {
                     self.mask_fill
                 } else {
@@ -214,6 +241,17 @@ impl NumpyOp for GridMask {
                     .f_to_device(x.device())?;
                 Ok(x.f_where_self(&keep, &filler)?)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        // FastEstimator's GridMask takes images only; boxes and keypoints follow
+        // albumentations' dropout rule (its GridDropout's) with the grid as the holes.
+        let kept = Vec::<bool>::try_from(keep.f_flatten(0, -1)?.f_to_device(Device::Cpu)?)
+            .map_err(|e| Error::msg(format!("GridMask: {e}")))?;
+        let holes = Holes {
+            height: size.0,
+            width: size.1,
+            dropped: kept.into_iter().map(|k| !k).collect(),
+        };
+        self.targets
+            .merge_holes(&self.keys, inputs, out, Some(&holes), size)
     }
 }

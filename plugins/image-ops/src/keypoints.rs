@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::boxes::Row;
 use crate::flips::Move;
-use crate::geometry::{affine_padding, apply, is_identity, reflection_grid, Geometry};
+use crate::geometry::{affine_padding, apply, is_identity, project, reflection_grid, Geometry};
 
 /// How keypoint rows are written: only `"xy"` (x then y, extra columns after).
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +161,14 @@ pub(crate) fn transform(rows: Vec<Row>, g: &Geometry, (h, w): (i64, i64)) -> Vec
             };
             map(copies, &|x, y| apply(&m, x, y))
         }
+        Geometry::Perspective {
+            matrix,
+            scale: (sx, sy),
+        } => map(rows, &|x, y| {
+            let (x, y) = project(&matrix, x, y);
+            (x * sx, y * sy)
+        }),
+        Geometry::Remap(ref source) => crate::remap_targets::keypoints(rows, source),
     }
 }
 

@@ -10,9 +10,13 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
+use crate::boxes::BboxParamsConfig;
 use crate::color::{range, uniform};
-use crate::distort::MapWarp;
+use crate::distort::{direct_method, MapWarp, TargetConfig};
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
 use crate::layout::rng;
+use crate::remap_targets::SourceMap;
 use crate::{BorderMode, Interpolation, Limit};
 
 /// `OpticalDistortion` configuration.
@@ -45,6 +49,20 @@ pub struct OpticalDistortionConfig {
     /// Probability (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// How keypoints follow the map: `"mask"` (default) or `"direct"`, albumentations'
+    /// `keypoint_remapping_method`.
+    #[serde(default = "mask_method")]
+    pub keypoint_remapping_method: String,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn limit() -> Limit {
@@ -62,12 +80,16 @@ fn constant() -> BorderMode {
 fn half() -> f64 {
     0.5
 }
+fn mask_method() -> String {
+    "mask".to_owned()
+}
 
 /// A random lens distortion and the warp through it.
 pub struct OpticalDistortion {
     warp: MapWarp,
     limit: [f64; 2],
     fisheye: bool,
+    direct: bool,
 }
 
 impl FromConfig for OpticalDistortion {
@@ -91,11 +113,18 @@ impl FromConfig for OpticalDistortion {
             [c.fill, c.fill_mask],
             &c.masks,
             c.p,
+            TargetConfig {
+                bboxes: &c.bboxes,
+                bbox_params: c.bbox_params,
+                keypoints: &c.keypoints,
+                keypoint_params: c.keypoint_params,
+            },
         )?;
         Ok(OpticalDistortion {
             warp,
             limit: range("distort_limit", c.distort_limit)?,
             fisheye,
+            direct: direct_method(&c.keypoint_remapping_method)?,
         })
     }
 }
@@ -168,7 +197,7 @@ impl NumpyOp for OpticalDistortion {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         let (h, w) = self.warp.size(inputs)?;
         let Some(k) = self.k(ctx.seed) else {
-            return Ok(inputs.iter().map(|x| x.shallow_clone()).collect());
+            return self.warp.keep(inputs);
         };
         let [mx, my] = self.maps(k, h as usize, w as usize);
         let device = inputs[0].device();
@@ -178,6 +207,14 @@ impl NumpyOp for OpticalDistortion {
                 .f_view([h, w])?
                 .f_to_device(device)?)
         };
-        self.warp.warp(inputs, &as_tensor(&mx)?, &as_tensor(&my)?)
+        let (src_x, src_y) = (as_tensor(&mx)?, as_tensor(&my)?);
+        let g = Geometry::Remap(SourceMap {
+            height: h,
+            width: w,
+            map_x: mx,
+            map_y: my,
+            direct: self.direct,
+        });
+        self.warp.warp(inputs, &src_x, &src_y, &g)
     }
 }

@@ -10,8 +10,11 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
+use crate::boxes::BboxParamsConfig;
 use crate::color::uniform;
-use crate::distort::MapWarp;
+use crate::distort::{MapWarp, TargetConfig};
+use crate::geometry::Geometry;
+use crate::keypoints::KeypointParamsConfig;
 use crate::layout::rng;
 use crate::{BorderMode, Interpolation, Span};
 
@@ -47,6 +50,16 @@ pub struct PerspectiveConfig {
     /// Probability (default 0.5).
     #[serde(default = "half")]
     pub p: f64,
+    /// Inputs that are bounding boxes: `[N, 4 + k]` rows in `bbox_params`' format.
+    #[serde(default)]
+    pub bboxes: Vec<String>,
+    /// Box format and filter thresholds (albumentations' `BboxParams`); required with `bboxes`.
+    pub bbox_params: Option<BboxParamsConfig>,
+    /// Inputs that are keypoints: `[N, 2 + k]` rows `x, y, ...` in pixels.
+    #[serde(default)]
+    pub keypoints: Vec<String>,
+    /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
+    pub keypoint_params: Option<KeypointParamsConfig>,
 }
 
 fn scales() -> Span {
@@ -98,6 +111,12 @@ impl FromConfig for Perspective {
             [c.fill, c.fill_mask],
             &c.masks,
             c.p,
+            TargetConfig {
+                bboxes: &c.bboxes,
+                bbox_params: c.bbox_params,
+                keypoints: &c.keypoints,
+                keypoint_params: c.keypoint_params,
+            },
         )?;
         Ok(Perspective { warp, scales })
     }
@@ -278,7 +297,7 @@ impl NumpyOp for Perspective {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         let (h, w) = self.warp.size(inputs)?;
         let Some(jitter) = self.jitter(ctx.seed) else {
-            return Ok(inputs.iter().map(|x| x.shallow_clone()).collect());
+            return self.warp.keep(inputs);
         };
         let (m, max_w, max_h) = perspective_params(corners(&jitter, h, w), h, w);
         let inv = inverse_warp(&m, h, w, max_h, max_w);
@@ -297,6 +316,10 @@ impl NumpyOp for Perspective {
         let scale = denom.f_reciprocal()?.f_masked_fill(&zero, 0.0)?;
         let src_x = row(0)?.f_mul(&scale)?;
         let src_y = row(1)?.f_mul(&scale)?;
-        self.warp.warp(inputs, &src_x, &src_y)
+        let g = Geometry::Perspective {
+            matrix: m,
+            scale: (w as f64 / max_w as f64, h as f64 / max_h as f64),
+        };
+        self.warp.warp(inputs, &src_x, &src_y, &g)
     }
 }

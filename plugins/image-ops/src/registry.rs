@@ -120,5 +120,6 @@ inventory::submit! {
         Field::optional("mask_fill_value", "float", "none", "Fill of mask holes; unset leaves masks untouched"),
         MASKS,
         P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }

@@ -87,6 +87,8 @@ inventory::submit! {
         Field::optional("distort_limit", "float | [float, float]", "0.3", "Stretch range of each band (l means [-l, l]), lo > -1"),
         Field::optional("normalized", "bool", "true", "Rescale the stretches so the bands span the image"),
         WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
+        Field::optional("keypoint_remapping_method", "\"mask\" | \"direct\"", "\"mask\"", "How keypoints follow the map (albumentations' option)"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -98,6 +100,8 @@ inventory::submit! {
         Field::optional("same_dxdy", "bool", "false", "One field for both axes"),
         Field::optional("noise_distribution", "\"gaussian\" | \"uniform\"", "\"gaussian\"", "Noise before smoothing"),
         WARP_FIELDS[0], WARP_FIELDS[1], WARP_FIELDS[2], WARP_FIELDS[3], WARP_FIELDS[4], WARP_FIELDS[5],
+        Field::optional("keypoint_remapping_method", "\"mask\" | \"direct\"", "\"mask\"", "How keypoints follow the map (albumentations' option)"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {

@@ -1,6 +1,7 @@
 //! Registrations of the last ops of issue 32 (GridMask, Perspective, OpticalDistortion,
 //! the box and zoom blurs): what `fe-host plugins list` shows.
 
+use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{Blur, GridMask, OpticalDistortion, Perspective, ZoomBlur};
@@ -28,6 +29,7 @@ inventory::submit! {
         Field::optional("mask_fill_value", "float", "none", "Value of dropped mask pixels; unset leaves masks untouched"),
         Field::optional("masks", "[string]", "[]", "Inputs that are label masks"),
         Field::optional("p", "float", "1.0", "Probability of masking a sample (FastEstimator always masks)"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -57,6 +59,7 @@ inventory::submit! {
         Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias mask_value)"),
         Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
         P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
 inventory::submit! {
@@ -70,5 +73,7 @@ inventory::submit! {
         Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias mask_value)"),
         Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
         P,
+        Field::optional("keypoint_remapping_method", "\"mask\" | \"direct\"", "\"mask\"", "How keypoints follow the map (albumentations' option)"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }

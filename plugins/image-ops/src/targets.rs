@@ -6,6 +6,7 @@ use fe_plugin_api::tch::{Kind, Tensor};
 use fe_plugin_api::{Error, Field, Result};
 
 use crate::boxes::{self, BboxParams, BboxParamsConfig, Row};
+use crate::dropout_targets::{self, Holes};
 use crate::geometry::Geometry;
 use crate::keypoints::{self, KeypointParams, KeypointParamsConfig};
 use crate::layout::check_count;
@@ -153,6 +154,55 @@ impl Targets {
                     let moved = keypoints::transform(rows, g, size);
                     write_rows(
                         keypoints::filter(moved, &self.keypoint, out_size),
+                        cols,
+                        x.kind(),
+                    )
+                }
+            })
+            .collect()
+    }
+
+    /// All outputs in input order for a dropout op, which moves nothing: `pixels` (the
+    /// pixel inputs with their holes) and the boxes / keypoints of an `(height, width)`
+    /// image as `holes` leave them (`None`: no hole was cut, rows only filtered).
+    pub(crate) fn merge_holes(
+        &self,
+        keys: &[String],
+        inputs: &[&Tensor],
+        pixels: Vec<Tensor>,
+        holes: Option<&Holes>,
+        size: (i64, i64),
+    ) -> Result<Vec<Tensor>> {
+        let mut pixels = pixels.into_iter();
+        keys.iter()
+            .zip(inputs)
+            .zip(&self.roles)
+            .map(|((key, x), role)| match role {
+                Role::Pixels => pixels
+                    .next()
+                    .ok_or_else(|| Error::msg(format!("no output for input `{key}`"))),
+                Role::Boxes => {
+                    let (rows, cols) = read_rows(key, x, 4)?;
+                    let p = self
+                        .bbox
+                        .as_ref()
+                        .ok_or_else(|| Error::msg("bbox_params unset"))?;
+                    let mut px = boxes::to_pixels(rows, p.format, size, key)?;
+                    if let Some(holes) = holes {
+                        px = dropout_targets::boxes(px, holes, p);
+                    }
+                    let kept = boxes::filter(px, p, size);
+                    write_rows(boxes::from_pixels(kept, p.format, size), cols, x.kind())
+                }
+                Role::Points => {
+                    let (mut rows, cols) = read_rows(key, x, 2)?;
+                    keypoints::check(&rows, &self.keypoint, size, key)?;
+                    if let Some(holes) = holes {
+                        rows =
+                            dropout_targets::keypoints(rows, holes, self.keypoint.remove_invisible);
+                    }
+                    write_rows(
+                        keypoints::filter(rows, &self.keypoint, size),
                         cols,
                         x.kind(),
                     )

@@ -48,7 +48,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "kernel", "map_x", "map_y", "sharpening_matrix"}
+ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix"}
 
 
 def arrays(params):
@@ -242,6 +242,9 @@ def targets(case, name, init, image):
     if fixed:  # the parameters the Rust op drew, in place of albumentations' own draws
         if "output_shape" in fixed:
             fixed["output_shape"] = tuple(fixed["output_shape"])
+        for key in ("map_x", "map_y"):  # cv2.remap takes float32 maps
+            if key in fixed:
+                fixed[key] = fixed[key].astype(np.float32)
         t.get_params = lambda: dict(fixed)
         t.get_params_dependent_on_data = lambda params, data: {}
     compose = A.Compose(

@@ -26,6 +26,7 @@ mod resized_crops;
 mod rotate;
 mod sharpen;
 mod targets;
+mod targets_distort;
 mod targets_geometry;
 mod zoom_blur;
 

@@ -13,12 +13,12 @@ use crate::warp::Affine2;
 use crate::{Affine, Rotate, ShiftScaleRotate};
 use crate::{Flip, PadIfNeeded, RandomCrop, RandomResizedCrop, RandomRotate90, RandomSizedCrop};
 
-const H: i64 = 24;
-const W: i64 = 32;
+pub(super) const H: i64 = 24;
+pub(super) const W: i64 = 32;
 
 /// Pascal VOC boxes with a label column: inside, at the borders, the whole image, and
 /// fractional ones, so crops cut some, drop others, and the filters have work to do.
-fn pascal() -> Vec<[f64; 5]> {
+pub(super) fn pascal() -> Vec<[f64; 5]> {
     vec![
         [2.0, 3.0, 10.0, 12.0, 1.0],
         [20.0, 1.0, 31.0, 9.0, 2.0],
@@ -30,7 +30,7 @@ fn pascal() -> Vec<[f64; 5]> {
 }
 
 /// Keypoints `x, y, label`, corners and edges included.
-fn keypoints() -> Tensor {
+pub(super) fn keypoints() -> Tensor {
     let rows: [[f32; 3]; 6] = [
         [0.0, 0.0, 1.0],
         [31.0, 23.0, 2.0],
@@ -43,7 +43,7 @@ fn keypoints() -> Tensor {
 }
 
 /// The boxes in `format`, as float32 rows.
-fn boxes(format: &str) -> Tensor {
+pub(super) fn boxes(format: &str) -> Tensor {
     let (w, h) = (W as f64, H as f64);
     let rows: Vec<f32> = pascal()
         .iter()
@@ -292,7 +292,7 @@ border_mode = \"replicate\"",
 /// The Rust `bbox_params` table and albumentations' `BboxParams` kwargs of each setting.
 /// Thresholds sit off the fixtures' exact areas: albumentations stores normalised boxes as
 /// float32, so a box whose area equals `min_area` exactly can fall either side there.
-fn bbox_settings() -> [(&'static str, &'static str, Value); 4] {
+pub(super) fn bbox_settings() -> [(&'static str, &'static str, Value); 4] {
     [
         (
             "pascal_voc",
@@ -314,7 +314,7 @@ fn bbox_settings() -> [(&'static str, &'static str, Value); 4] {
 }
 
 /// Largest difference between two row sets, after checking they have the same shape.
-fn row_diff(what: &str, ours: &Tensor, reference: &Tensor) -> f64 {
+pub(super) fn row_diff(what: &str, ours: &Tensor, reference: &Tensor) -> f64 {
     let (n, r) = (ours.size()[0], reference.size()[0]);
     assert_eq!(
         n, r,
