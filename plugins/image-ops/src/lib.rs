@@ -22,6 +22,7 @@ mod clahe;
 mod color_ops;
 mod compression;
 mod crop;
+mod cv_gaussian;
 mod distort;
 mod downscale;
 mod dropout;
@@ -29,6 +30,7 @@ mod elastic;
 mod flip;
 mod flips;
 mod geometry;
+mod glass_blur;
 mod grid_mask;
 mod hls;
 mod hsv;
@@ -81,6 +83,7 @@ pub use dropout::{CoarseDropout, CoarseDropoutConfig};
 pub use elastic::{ElasticTransform, ElasticTransformConfig};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};
 pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};
+pub use glass_blur::{GlassBlur, GlassBlurConfig, GlassMode};
 pub use grid_mask::{GridMask, GridMaskConfig};
 pub use hsv::{HueSaturationValue, HueSaturationValueConfig};
 pub use image_saver::{ImageSaver, ImageSaverConfig};
@@ -96,7 +99,7 @@ pub use perspective::{Perspective, PerspectiveConfig};
 pub use read::{ColorFlag, ReadImage, ReadImageConfig};
 pub use resize::{Resize, ResizeConfig};
 pub use rotate::{BorderMode, Limit, Rotate, RotateConfig};
-pub use sharpen::{Sharpen, SharpenConfig};
+pub use sharpen::{Sharpen, SharpenConfig, SharpenMethod};
 pub use sized_crop::{
     Crop, FixedCropConfig, RandomResizedCrop, RandomResizedCropConfig, RandomSizedCrop,
     RandomSizedCropConfig,

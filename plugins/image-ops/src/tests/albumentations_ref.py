@@ -48,7 +48,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "kernel", "map_x", "map_y", "sharpening_matrix"}
+ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "kernel", "map_x", "map_y", "sharpening_matrix", "dxy"}
 
 
 def arrays(params):
