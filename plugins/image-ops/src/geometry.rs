@@ -29,6 +29,8 @@ pub(crate) enum Geometry {
         points: Affine2,
         boxes: Affine2,
         reflect: bool,
+        /// Factor of keypoint scales: the larger drawn scale (albumentations' `max(scale)`).
+        scale: f64,
     },
 }
 

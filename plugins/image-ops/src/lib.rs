@@ -38,6 +38,7 @@ mod hsv_pixels;
 mod image_saver;
 mod iso_noise;
 mod jitter;
+mod keypoint_formats;
 mod keypoints;
 mod lab;
 mod layout;

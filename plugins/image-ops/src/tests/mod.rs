@@ -17,6 +17,7 @@ mod geometric;
 mod glass_blur;
 mod grid_mask;
 mod iso_noise;
+mod keypoint_formats;
 mod motion;
 mod optical;
 mod perspective;
