@@ -1,5 +1,6 @@
-//! Keypoints under the geometric ops, after albumentations' `KeypointParams(format="xy")`:
-//! rows `[x, y, extra...]` in pixels, extra columns (labels, visibility flags) carried along.
+//! Keypoints under the geometric ops, after albumentations' `KeypointParams`: rows
+//! `[x, y, extra...]` in pixels, extra columns (labels, visibility flags) carried along; the
+//! formats with angles and scales go through `keypoint_formats.rs` around these moves.
 //!
 //! albumentations treats keypoints as pixel indices where it treats boxes as continuous
 //! coordinates: a horizontal flip sends a keypoint's `x` to `width - 1 - x` but a box's edge
