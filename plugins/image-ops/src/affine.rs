@@ -370,6 +370,7 @@ impl NumpyOp for RandomAffine {
             points: m,
             boxes: draw.matrix_about(w as f64 / 2.0, h as f64 / 2.0),
             reflect: matches!(self.border, BorderMode::Reflect | BorderMode::Reflect101),
+            scale: draw.scale[0].max(draw.scale[1]),
         };
         self.targets.merge(&self.keys, inputs, out, &g, (h, w))
     }

@@ -30,6 +30,8 @@ pub(crate) enum Geometry {
         points: Affine2,
         boxes: Affine2,
         reflect: bool,
+        /// Factor of keypoint scales: the larger drawn scale (albumentations' `max(scale)`).
+        scale: f64,
     },
     /// `Perspective` (`keep_size`): points go through the homography `matrix` (row-major
     /// 3 × 3, onto a `max_width × max_height` canvas), then are scaled by `scale` `(x, y)`

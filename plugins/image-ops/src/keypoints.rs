@@ -1,5 +1,6 @@
-//! Keypoints under the geometric ops, after albumentations' `KeypointParams(format="xy")`:
-//! rows `[x, y, extra...]` in pixels, extra columns (labels, visibility flags) carried along.
+//! Keypoints under the geometric ops, after albumentations' `KeypointParams`: rows
+//! `[x, y, extra...]` in pixels, extra columns (labels, visibility flags) carried along; the
+//! formats with angles and scales go through `keypoint_formats.rs` around these moves.
 //!
 //! albumentations treats keypoints as pixel indices where it treats boxes as continuous
 //! coordinates: a horizontal flip sends a keypoint's `x` to `width - 1 - x` but a box's edge
@@ -12,19 +13,30 @@ use crate::boxes::Row;
 use crate::flips::Move;
 use crate::geometry::{affine_padding, apply, is_identity, project, reflection_grid, Geometry};
 
-/// How keypoint rows are written: only `"xy"` (x then y, extra columns after).
+/// How keypoint rows are written (albumentations' names; extra columns after). Angles are
+/// degrees unless `angle_in_degrees = false`; `keypoint_formats.rs` moves them.
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum KeypointFormat {
     /// `[x, y, ...]` in pixels.
     Xy,
+    /// `[y, x, ...]`.
+    Yx,
+    /// `[x, y, angle, ...]`.
+    Xya,
+    /// `[x, y, scale, ...]`.
+    Xys,
+    /// `[x, y, angle, scale, ...]`.
+    Xyas,
+    /// `[x, y, scale, angle, ...]`.
+    Xysa,
 }
 
 /// `keypoint_params`: a format name alone, or a table.
 #[derive(Deserialize, Debug, Clone, Copy)]
 #[serde(untagged)]
 pub enum KeypointParamsConfig {
-    /// `keypoint_params = "xy"`.
+    /// `keypoint_params = "xya"`.
     Format(KeypointFormat),
     /// `keypoint_params = { format = "xy", remove_invisible = false }`.
     Table(KeypointParams),
@@ -34,12 +46,15 @@ pub enum KeypointParamsConfig {
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct KeypointParams {
-    /// Column layout (only `"xy"`).
+    /// Column layout.
     pub format: KeypointFormat,
     /// Drop keypoints that leave the image (default `true`, albumentations'); input keypoints
     /// outside the image are then an error, as albumentations checks them.
     #[serde(default = "yes")]
     pub remove_invisible: bool,
+    /// Angles in degrees (default `true`, albumentations'), else radians.
+    #[serde(default = "yes")]
+    pub angle_in_degrees: bool,
 }
 
 fn yes() -> bool {
@@ -51,6 +66,7 @@ impl Default for KeypointParams {
         KeypointParams {
             format: KeypointFormat::Xy,
             remove_invisible: true,
+            angle_in_degrees: true,
         }
     }
 }
@@ -61,7 +77,7 @@ impl KeypointParamsConfig {
         match self {
             KeypointParamsConfig::Format(format) => KeypointParams {
                 format,
-                remove_invisible: true,
+                ..KeypointParams::default()
             },
             KeypointParamsConfig::Table(params) => params,
         }

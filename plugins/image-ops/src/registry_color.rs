@@ -63,10 +63,13 @@ inventory::submit! {
     ])
 }
 inventory::submit! {
-    Registration::numpy_op::<crate::Sharpen>("Sharpen", "Sharpens with a random blend of the identity and a 3x3 Laplacian-like kernel")
+    Registration::numpy_op::<crate::Sharpen>("Sharpen", "Sharpens with a random blend of the identity and a 3x3 Laplacian-like kernel, or an unsharp mask")
     .fields(&[
-        Field::optional("alpha", "[float, float]", "[0.2, 0.5]", "Range of the kernel's blend, within [0, 1]"),
-        Field::optional("lightness", "[float, float]", "[0.5, 1.0]", "Range of the kernel centre's lightness"),
+        Field::optional("alpha", "[float, float]", "[0.2, 0.5]", "Range of the kernel's blend (or the unsharp mask's strength), within [0, 1]"),
+        Field::optional("lightness", "[float, float]", "[0.5, 1.0]", "Range of the kernel centre's lightness (\"kernel\" only)"),
+        Field::optional("method", "\"kernel\" | \"gaussian\"", "\"kernel\"", "3x3 kernel, or x + alpha (x - GaussianBlur(x))"),
+        Field::optional("kernel_size", "integer", "5", "Gaussian kernel size for \"gaussian\", odd, at least 3"),
+        Field::optional("sigma", "float", "1.0", "Gaussian sigma for \"gaussian\", above 0"),
         MASKS, P,
     ])
 }

@@ -1,10 +1,10 @@
 //! Registrations of the last ops of issue 32 (GridMask, Perspective, OpticalDistortion,
-//! the box and zoom blurs): what `fe-host plugins list` shows.
+//! the box, glass and zoom blurs): what `fe-host plugins list` shows.
 
 use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Blur, GridMask, OpticalDistortion, Perspective, ZoomBlur};
+use crate::{Blur, GlassBlur, GridMask, OpticalDistortion, Perspective, ZoomBlur};
 
 const P: Field = Field::optional(
     "p",
@@ -36,6 +36,16 @@ inventory::submit! {
     Registration::numpy_op::<Blur>("Blur", "Mean of a random odd k x k window (cv2.blur, border reflect-101)")
     .fields(&[
         Field::optional("blur_limit", "integer | [integer, integer]", "[3, 7]", "Odd kernel size range (l means [3, l])"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<GlassBlur>("GlassBlur", "Gaussian blur, swaps of nearby pixels at random offsets, and a second blur (frosted glass)")
+    .fields(&[
+        Field::optional("sigma", "float", "0.7", "Gaussian sigma, above 0 (cv2.GaussianBlur sizes the kernel from it)"),
+        Field::optional("max_delta", "integer", "4", "Largest swap distance in pixels, at least 1"),
+        Field::optional("iterations", "integer", "2", "Rounds of swaps, at least 1"),
+        Field::optional("mode", "\"fast\" | \"exact\"", "\"fast\"", "Swap a whole round at once, or pixel by pixel"),
         MASKS, P,
     ])
 }

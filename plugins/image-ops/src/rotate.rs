@@ -160,6 +160,7 @@ impl NumpyOp for Rotate {
                 self.border_mode,
                 BorderMode::Reflect | BorderMode::Reflect101
             ),
+            scale: 1.0,
         };
         self.targets.merge(&self.keys, inputs, out, &g, size)
     }

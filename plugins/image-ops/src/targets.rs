@@ -8,6 +8,7 @@ use fe_plugin_api::{Error, Field, Result};
 use crate::boxes::{self, BboxParams, BboxParamsConfig, Row};
 use crate::dropout_targets::{self, Holes};
 use crate::geometry::Geometry;
+use crate::keypoint_formats;
 use crate::keypoints::{self, KeypointParams, KeypointParamsConfig};
 use crate::layout::check_count;
 
@@ -149,14 +150,13 @@ impl Targets {
                     )
                 }
                 Role::Points => {
-                    let (rows, cols) = read_rows(key, x, 2)?;
-                    keypoints::check(&rows, &self.keypoint, size, key)?;
-                    let moved = keypoints::transform(rows, g, size);
-                    write_rows(
-                        keypoints::filter(moved, &self.keypoint, out_size),
-                        cols,
-                        x.kind(),
-                    )
+                    let p = &self.keypoint;
+                    let (rows, cols) = read_rows(key, x, p.format.columns())?;
+                    let rows = keypoint_formats::to_internal(rows, p);
+                    keypoints::check(&rows, p, size, key)?;
+                    let moved = keypoint_formats::transform(rows, p, g, size);
+                    let kept = keypoints::filter(moved, p, out_size);
+                    write_rows(keypoint_formats::from_internal(kept, p), cols, x.kind())
                 }
             })
             .collect()
@@ -195,17 +195,15 @@ impl Targets {
                     write_rows(boxes::from_pixels(kept, p.format, size), cols, x.kind())
                 }
                 Role::Points => {
-                    let (mut rows, cols) = read_rows(key, x, 2)?;
-                    keypoints::check(&rows, &self.keypoint, size, key)?;
+                    let p = &self.keypoint;
+                    let (rows, cols) = read_rows(key, x, p.format.columns())?;
+                    let mut rows = keypoint_formats::to_internal(rows, p);
+                    keypoints::check(&rows, p, size, key)?;
                     if let Some(holes) = holes {
-                        rows =
-                            dropout_targets::keypoints(rows, holes, self.keypoint.remove_invisible);
+                        rows = dropout_targets::keypoints(rows, holes, p.remove_invisible);
                     }
-                    write_rows(
-                        keypoints::filter(rows, &self.keypoint, size),
-                        cols,
-                        x.kind(),
-                    )
+                    let kept = keypoints::filter(rows, p, size);
+                    write_rows(keypoint_formats::from_internal(kept, p), cols, x.kind())
                 }
             })
             .collect()
@@ -259,6 +257,6 @@ fn write_rows(rows: Vec<Row>, cols: i64, kind: Kind) -> Result<Tensor> {
 pub(crate) const TARGET_FIELDS: [Field; 4] = [
     Field::optional("bboxes", "[string]", "[]", "Inputs that are bounding boxes: [N, 4 + k] rows, extra columns carried"),
     Field::optional("bbox_params", "string | table", "required with bboxes", "Box format (\"pascal_voc\", \"coco\", \"albumentations\", \"yolo\") or { format, min_area, min_visibility, min_width, min_height }"),
-    Field::optional("keypoints", "[string]", "[]", "Inputs that are keypoints: [N, 2 + k] rows x, y, extra columns"),
-    Field::optional("keypoint_params", "string | table", "\"xy\"", "\"xy\" or { format = \"xy\", remove_invisible = true }"),
+    Field::optional("keypoints", "[string]", "[]", "Inputs that are keypoints: [N, 2 + k] rows x, y (angle, scale as the format says), extra columns"),
+    Field::optional("keypoint_params", "string | table", "\"xy\"", "\"xy\", \"yx\", \"xya\", \"xys\", \"xyas\", \"xysa\", or { format, remove_invisible = true, angle_in_degrees = true }"),
 ];

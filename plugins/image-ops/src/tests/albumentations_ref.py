@@ -16,7 +16,8 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
   motion_kernel  albumentations' create_motion_kernel(params["size"], params["angle"],
            params["direction"]) with the shift draws params["shift"] in place of its RNG;
   targets  A.Compose([A.<transform>(**init, p=1)], bbox_params=A.BboxParams(**bbox_params),
-           keypoint_params=A.KeypointParams(format="xy")) on image, `bboxes` and `keypoints`
+           keypoint_params=A.KeypointParams(**keypoint_params), format "xy" unless given)
+           on image, `bboxes` and `keypoints`
            (.npy files, [N, 4 + k] / [N, 2 + k]), writing `out_bboxes` / `out_keypoints` too;
            with `params`, the transform uses them in place of its own draws;
   iso_noise  albumentations' iso_noise(image, params["color_shift"], params["intensity"]) with
@@ -48,7 +49,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix"}
+ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix", "dxy"}
 
 
 def arrays(params):
@@ -250,7 +251,7 @@ def targets(case, name, init, image):
     compose = A.Compose(
         [t],
         bbox_params=A.BboxParams(**case["bbox_params"]),
-        keypoint_params=A.KeypointParams(format="xy"),
+        keypoint_params=A.KeypointParams(**case.get("keypoint_params", {"format": "xy"})),
     )
     out = compose(
         image=image,

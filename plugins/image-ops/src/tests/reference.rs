@@ -193,6 +193,14 @@ pub(super) struct TargetCase {
 
 /// albumentations' `(image, bboxes, keypoints)` for every case, in order.
 pub(super) fn albumentations_targets(cases: &[TargetCase]) -> Vec<[Tensor; 3]> {
+    albumentations_targets_with(cases, &json!({"format": "xy"}))
+}
+
+/// [`albumentations_targets`] with `A.KeypointParams(**keypoint_params)`.
+pub(super) fn albumentations_targets_with(
+    cases: &[TargetCase],
+    keypoint_params: &Value,
+) -> Vec<[Tensor; 3]> {
     let dir = TempDir::new(&format!("albu-targets-{}", unique()));
     let path = |name: String| dir.path().join(name).to_string_lossy().into_owned();
     let mut spec = Vec::new();
@@ -204,6 +212,7 @@ pub(super) fn albumentations_targets(cases: &[TargetCase]) -> Vec<[Tensor; 3]> {
         spec.push(json!({
             "kind": "targets", "transform": case.transform, "init": case.init,
             "params": case.params, "bbox_params": case.bbox_params,
+            "keypoint_params": keypoint_params,
             "image": files[0], "bboxes": files[1], "keypoints": files[2],
             "out_image": path(format!("{i}-out-image.npy")),
             "out_bboxes": path(format!("{i}-out-bboxes.npy")),

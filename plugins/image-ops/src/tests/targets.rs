@@ -67,13 +67,13 @@ pub(super) fn boxes(format: &str) -> Tensor {
 
 /// An op call: the Rust config (without the target keys), albumentations' transform, init
 /// and, for random ops, the parameters the Rust op drew for `seed`.
-struct Call {
-    name: &'static str,
-    config: &'static str,
-    transform: &'static str,
-    init: Value,
-    params: Value,
-    seed: u64,
+pub(super) struct Call {
+    pub name: &'static str,
+    pub config: &'static str,
+    pub transform: &'static str,
+    pub init: Value,
+    pub params: Value,
+    pub seed: u64,
 }
 
 fn call(name: &'static str, config: &'static str, init: Value) -> Call {
@@ -88,7 +88,7 @@ fn call(name: &'static str, config: &'static str, init: Value) -> Call {
 }
 
 /// Every op and drawn parameter set the comparison covers.
-fn calls() -> Vec<Call> {
+pub(super) fn calls() -> Vec<Call> {
     let keys = ["image", "bbox", "kp"];
     let mut calls = vec![
         call("HorizontalFlip", "p = 1.0", json!({})),

@@ -7,23 +7,12 @@ use fe_plugin_api::tch::{Device, Kind, Tensor};
 use serde_json::{json, Value};
 
 use super::reference::{albumentations_targets, TargetCase};
-use super::targets::{bbox_settings, boxes, keypoints, row_diff, H, W};
+use super::targets::{bbox_settings, boxes, keypoints, row_diff, Call, H, W};
 use super::{direct, floats, ints, run, typed};
 use crate::distort::grid_axis;
 use crate::perspective::{corners, perspective_params};
 use crate::{CoarseDropout, ElasticTransform, GridDistortion, GridMask};
 use crate::{OpticalDistortion, Perspective};
-
-/// One op call: the Rust config (without the target keys), the albumentations transform
-/// and the parameters it takes in place of its own draws.
-struct Call {
-    name: &'static str,
-    config: &'static str,
-    transform: &'static str,
-    init: Value,
-    params: Value,
-    seed: u64,
-}
 
 /// Row-major `H × W` float32 maps as nested lists.
 fn grid(map: &[f32]) -> Value {
@@ -65,7 +54,7 @@ const DROPOUT: &str =
 const GRID_MASK: &str = "d_range = [6, 12]\nratio = 0.5\nrotate_angle = 30.0";
 
 /// Every op and drawn parameter set the comparison covers.
-fn calls() -> Vec<Call> {
+pub(super) fn calls() -> Vec<Call> {
     let keys = ["image"];
     let (h, w) = (H as usize, W as usize);
     let mut calls = Vec::new();
