@@ -9,6 +9,7 @@ mod util;
 
 mod bad_inputs;
 mod bleu;
+mod boxes_pipeline;
 mod cards;
 mod checkpoints;
 mod cli_errors;
