@@ -126,40 +126,13 @@ impl Targets {
         g: &Geometry,
         size: (i64, i64),
     ) -> Result<Vec<Tensor>> {
-        let mut pixels = pixels.into_iter();
         let out_size = g.out_size(size);
-        keys.iter()
-            .zip(inputs)
-            .zip(&self.roles)
-            .map(|((key, x), role)| match role {
-                Role::Pixels => pixels
-                    .next()
-                    .ok_or_else(|| Error::msg(format!("no output for input `{key}`"))),
-                Role::Boxes => {
-                    let (rows, cols) = read_rows(key, x, 4)?;
-                    let p = self
-                        .bbox
-                        .as_ref()
-                        .ok_or_else(|| Error::msg("bbox_params unset"))?;
-                    let px = boxes::to_pixels(rows, p.format, size, key)?;
-                    let moved = boxes::filter(boxes::transform(px, g, size), p, out_size);
-                    write_rows(
-                        boxes::from_pixels(moved, p.format, out_size),
-                        cols,
-                        x.kind(),
-                    )
-                }
-                Role::Points => {
-                    let p = &self.keypoint;
-                    let (rows, cols) = read_rows(key, x, p.format.columns())?;
-                    let rows = keypoint_formats::to_internal(rows, p);
-                    keypoints::check(&rows, p, size, key)?;
-                    let moved = keypoint_formats::transform(rows, p, g, size);
-                    let kept = keypoints::filter(moved, p, out_size);
-                    write_rows(keypoint_formats::from_internal(kept, p), cols, x.kind())
-                }
-            })
-            .collect()
+        self.each(
+            (keys, inputs, pixels),
+            (size, out_size),
+            |px, p| boxes::filter(boxes::transform(px, g, size), p, out_size),
+            |rows, p| keypoints::filter(keypoint_formats::transform(rows, p, g, size), p, out_size),
+        )
     }
 
     /// All outputs in input order for a dropout op, which moves nothing: `pixels` (the
@@ -172,6 +145,36 @@ impl Targets {
         pixels: Vec<Tensor>,
         holes: Option<&Holes>,
         size: (i64, i64),
+    ) -> Result<Vec<Tensor>> {
+        self.each(
+            (keys, inputs, pixels),
+            (size, size),
+            |px, p| {
+                let cut = match holes {
+                    Some(holes) => dropout_targets::boxes(px, holes, p),
+                    None => px,
+                };
+                boxes::filter(cut, p, size)
+            },
+            |rows, p| {
+                let cut = match holes {
+                    Some(holes) => dropout_targets::keypoints(rows, holes, p.remove_invisible),
+                    None => rows,
+                };
+                keypoints::filter(cut, p, size)
+            },
+        )
+    }
+
+    /// Every output in input order: the pixel outputs as given, boxes read in pixels of an
+    /// `(height, width)` image, handed to `move_boxes` and written back in their format for
+    /// the `out` size, keypoints likewise (in their internal format) through `move_points`.
+    fn each(
+        &self,
+        (keys, inputs, pixels): (&[String], &[&Tensor], Vec<Tensor>),
+        (size, out): ((i64, i64), (i64, i64)),
+        move_boxes: impl Fn(Vec<Row>, &BboxParams) -> Vec<Row>,
+        move_points: impl Fn(Vec<Row>, &KeypointParams) -> Vec<Row>,
     ) -> Result<Vec<Tensor>> {
         let mut pixels = pixels.into_iter();
         keys.iter()
@@ -187,23 +190,16 @@ impl Targets {
                         .bbox
                         .as_ref()
                         .ok_or_else(|| Error::msg("bbox_params unset"))?;
-                    let mut px = boxes::to_pixels(rows, p.format, size, key)?;
-                    if let Some(holes) = holes {
-                        px = dropout_targets::boxes(px, holes, p);
-                    }
-                    let kept = boxes::filter(px, p, size);
-                    write_rows(boxes::from_pixels(kept, p.format, size), cols, x.kind())
+                    let moved = move_boxes(boxes::to_pixels(rows, p.format, size, key)?, p);
+                    write_rows(boxes::from_pixels(moved, p.format, out), cols, x.kind())
                 }
                 Role::Points => {
                     let p = &self.keypoint;
                     let (rows, cols) = read_rows(key, x, p.format.columns())?;
-                    let mut rows = keypoint_formats::to_internal(rows, p);
+                    let rows = keypoint_formats::to_internal(rows, p);
                     keypoints::check(&rows, p, size, key)?;
-                    if let Some(holes) = holes {
-                        rows = dropout_targets::keypoints(rows, holes, p.remove_invisible);
-                    }
-                    let kept = keypoints::filter(rows, p, size);
-                    write_rows(keypoint_formats::from_internal(kept, p), cols, x.kind())
+                    let moved = move_points(rows, p);
+                    write_rows(keypoint_formats::from_internal(moved, p), cols, x.kind())
                 }
             })
             .collect()
