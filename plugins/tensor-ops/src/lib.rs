@@ -1,6 +1,6 @@
 //! Tensor utilities for fe-host networks, with FastEstimator's TensorOp semantics: `Average`,
-//! `Constant`, `Reshape`, `Permute`, `Argmax` and `Normalize`; batch mixing (`MixUpBatch`,
-//! `CutMixBatch`) and adversarial examples (`Watch`, `FGSM`).
+//! `Constant`, `Reshape`, `Permute`, `Argmax`, `Normalize`, `Resize` and `Resize3D`; batch mixing
+//! (`MixUpBatch`, `CutMixBatch`) and adversarial examples (`Watch`, `FGSM`).
 //!
 //! They run on whole batches, exactly as FastEstimator's TensorOps do: `Reshape`'s `shape`,
 //! `Permute`'s `permutation` and `Argmax`'s `axis` all count the batch dimension (dimension 0).
@@ -18,6 +18,7 @@ mod mix;
 mod normalize;
 mod permute;
 mod reshape;
+mod resize;
 
 pub use adversarial::{Fgsm, FgsmConfig, Watch};
 pub use argmax::{Argmax, ArgmaxConfig};
@@ -27,6 +28,7 @@ pub use mix::{CutMixBatch, CutMixConfig, MixUpBatch, MixUpConfig};
 pub use normalize::{Normalize, NormalizeConfig, Stat};
 pub use permute::{Permute, PermuteConfig};
 pub use reshape::{Reshape, ReshapeConfig, Shape};
+pub use resize::{Resize, Resize3d, Resize3dConfig, ResizeConfig};
 
 inventory::submit! {
     Registration::tensor_op::<Watch>(
@@ -128,6 +130,28 @@ inventory::submit! {
     )
     .fields(&[
         Field::optional("constant", "float", "0.0", "The value every element takes"),
+    ])
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Resize>(
+        "Resize",
+        "Resizes channels-first [B, C, *spatial] batches to `size` as torch's interpolate does (nearest, linear, bilinear, bicubic, trilinear, area), per input",
+    )
+    .fields(&[
+        Field::required("size", "[integer]", "Output spatial size, batch and channels excluded: [L], [H, W] or [H, W, D]"),
+        Field::optional("resize_mode", "string", "nearest", "nearest, linear (1-D), bilinear or bicubic (2-D), trilinear (3-D), area"),
+    ])
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Resize3d>(
+        "Resize3D",
+        "FastEstimator's Resize3D: [B, C, H, W, D] batches to `output_shape`, nearest or area, per input",
+    )
+    .fields(&[
+        Field::required("output_shape", "[integer]", "[H, W, D], batch and channels excluded"),
+        Field::optional("resize_mode", "string", "nearest", "nearest or area"),
     ])
 }
 
