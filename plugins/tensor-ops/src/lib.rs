@@ -1,6 +1,7 @@
 //! Tensor utilities for fe-host networks, with FastEstimator's TensorOp semantics: `Average`,
 //! `Constant`, `Reshape`, `Permute`, `Argmax`, `Normalize`, `Resize` and `Resize3D`; batch mixing
-//! (`MixUpBatch`, `CutMixBatch`) and adversarial examples (`Watch`, `FGSM`).
+//! (`MixUpBatch`, `CutMixBatch`), adversarial examples (`Watch`, `FGSM`) and error-correcting
+//! output codes (`Hadamard`, `UnHadamard`).
 //!
 //! They run on whole batches, exactly as FastEstimator's TensorOps do: `Reshape`'s `shape`,
 //! `Permute`'s `permutation` and `Argmax`'s `axis` all count the batch dimension (dimension 0).
@@ -14,6 +15,7 @@ mod argmax;
 mod average;
 mod beta;
 mod constant;
+mod hadamard;
 mod mix;
 mod normalize;
 mod permute;
@@ -24,6 +26,7 @@ pub use adversarial::{Fgsm, FgsmConfig, Watch};
 pub use argmax::{Argmax, ArgmaxConfig};
 pub use average::Average;
 pub use constant::{Constant, ConstantConfig};
+pub use hadamard::{Hadamard, HadamardConfig, UnHadamard};
 pub use mix::{CutMixBatch, CutMixConfig, MixUpBatch, MixUpConfig};
 pub use normalize::{Normalize, NormalizeConfig, Stat};
 pub use permute::{Permute, PermuteConfig};
@@ -152,6 +155,28 @@ inventory::submit! {
     .fields(&[
         Field::required("output_shape", "[integer]", "[H, W, D], batch and channels excluded"),
         Field::optional("resize_mode", "string", "nearest", "nearest or area"),
+    ])
+}
+
+inventory::submit! {
+    Registration::tensor_op::<Hadamard>(
+        "Hadamard",
+        "Class labels [B] or [B, 1] to their Hadamard code rows [B, code_length] (error-correcting output codes), per input",
+    )
+    .fields(&[
+        Field::required("n_classes", "integer", "How many classes there are"),
+        Field::optional("code_length", "integer", "smallest power of 2 ≥ n_classes", "Code length, a power of 2 ≥ n_classes"),
+    ])
+}
+
+inventory::submit! {
+    Registration::tensor_op::<UnHadamard>(
+        "UnHadamard",
+        "Hadamard code outputs [B, code_length] to class probabilities [B, n_classes] by inverse L1 distance to each class's code, per input",
+    )
+    .fields(&[
+        Field::required("n_classes", "integer", "How many classes there are, ≥ 2"),
+        Field::optional("code_length", "integer", "smallest power of 2 ≥ n_classes", "Code length, a power of 2 ≥ n_classes"),
     ])
 }
 
