@@ -313,6 +313,35 @@ pub(super) fn bbox_settings() -> [(&'static str, &'static str, Value); 4] {
     ]
 }
 
+/// `out` (image, boxes, keypoints) equals albumentations' within 1e-4 px: the image's shape,
+/// boxes (normalised formats in fractions of the larger side of the output image) and
+/// keypoints.
+pub(super) fn assert_targets_match(
+    what: &str,
+    format: &str,
+    out: &[Tensor],
+    [image, bbox, points]: [&Tensor; 3],
+) {
+    assert_eq!(out[0].size(), image.size(), "{what}: image shape");
+    let [h, w] = [image.size()[0], image.size()[1]].map(|v| v as f64);
+    let tol = match format {
+        "yolo" | "albumentations" => 1e-4 / h.max(w),
+        _ => 1e-4,
+    };
+    let d = row_diff(&format!("{what} boxes"), &out[1], bbox);
+    assert!(
+        d <= tol,
+        "{what} boxes differ by {d}\nours {}\nalbumentations {bbox}",
+        out[1]
+    );
+    let d = row_diff(&format!("{what} keypoints"), &out[2], points);
+    assert!(
+        d <= 1e-4,
+        "{what} keypoints differ by {d}\nours {}\nalbumentations {points}",
+        out[2]
+    );
+}
+
 /// Largest difference between two row sets, after checking they have the same shape.
 pub(super) fn row_diff(what: &str, ours: &Tensor, reference: &Tensor) -> f64 {
     let (n, r) = (ours.size()[0], reference.size()[0]);
@@ -361,25 +390,7 @@ fn boxes_and_keypoints_match_albumentations_for_the_drawn_parameters() {
     for ((what, format, out), [image, bbox, points]) in
         ours.iter().zip(albumentations_targets(&cases))
     {
-        assert_eq!(out[0].size(), image.size(), "{what}: image shape");
-        // 1e-4 px; normalised formats in fractions of the output image.
-        let [h, w] = [image.size()[0], image.size()[1]].map(|v| v as f64);
-        let tol = match *format {
-            "yolo" | "albumentations" => 1e-4 / h.max(w),
-            _ => 1e-4,
-        };
-        let d = row_diff(&format!("{what} boxes"), &out[1], &bbox);
-        assert!(
-            d <= tol,
-            "{what} boxes differ by {d}\nours {}\nalbumentations {bbox}",
-            out[1]
-        );
-        let d = row_diff(&format!("{what} keypoints"), &out[2], &points);
-        assert!(
-            d <= 1e-4,
-            "{what} keypoints differ by {d}\nours {}\nalbumentations {points}",
-            out[2]
-        );
+        assert_targets_match(what, format, out, [&image, &bbox, &points]);
         assert_eq!(out[1].kind(), Kind::Float, "{what}: boxes keep float32");
         let n = out[1].size()[0];
         dropped += i64::from(n < 6);

@@ -7,7 +7,7 @@ use fe_plugin_api::tch::{Device, Kind, Tensor};
 use serde_json::{json, Value};
 
 use super::reference::{albumentations_targets, TargetCase};
-use super::targets::{bbox_settings, boxes, keypoints, row_diff, Call, H, W};
+use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call, H, W};
 use super::{direct, floats, ints, run, typed};
 use crate::distort::grid_axis;
 use crate::perspective::{corners, perspective_params};
@@ -156,23 +156,7 @@ fn distortion_and_dropout_targets_match_albumentations_for_the_drawn_parameters(
     for ((what, format, out, given), [image, bbox, points]) in
         ours.iter().zip(albumentations_targets(&cases))
     {
-        assert_eq!(out[0].size(), image.size(), "{what}: image shape");
-        let tol = match *format {
-            "yolo" | "albumentations" => 1e-4 / (W as f64),
-            _ => 1e-4,
-        };
-        let d = row_diff(&format!("{what} boxes"), &out[1], &bbox);
-        assert!(
-            d <= tol,
-            "{what} boxes differ by {d}\nours {}\nalbumentations {bbox}",
-            out[1]
-        );
-        let d = row_diff(&format!("{what} keypoints"), &out[2], &points);
-        assert!(
-            d <= 1e-4,
-            "{what} keypoints differ by {d}\nours {}\nalbumentations {points}",
-            out[2]
-        );
+        assert_targets_match(what, format, out, [&image, &bbox, &points]);
         moved += i64::from(out[1].size() != given.size() || floats(&out[1]) != floats(given));
         dropped += i64::from(out[1].size()[0] < given.size()[0] || out[2].size()[0] < 6);
     }
