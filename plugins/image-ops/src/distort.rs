@@ -114,6 +114,7 @@ pub(crate) struct MapWarp {
     targets: Targets,
     pub(crate) p: f64,
     nearest: bool,
+    mask_nearest: bool,
     border: BorderMode,
     fill: f64,
     fill_mask: f64,
@@ -154,10 +155,27 @@ impl MapWarp {
             keys,
             p: probability("p", p)?,
             nearest,
+            mask_nearest: true,
             border,
             fill,
             fill_mask,
         })
+    }
+
+    /// Masks sampled with `interpolation` instead of nearest (albumentations'
+    /// `mask_interpolation`).
+    pub(crate) fn mask_interpolation(mut self, interpolation: Interpolation) -> Result<Self> {
+        self.mask_nearest = match interpolation {
+            Interpolation::Nearest => true,
+            Interpolation::Bilinear => false,
+            Interpolation::Bicubic => {
+                return Err(Error::config(
+                    "mask_interpolation",
+                    "supports \"nearest\" and \"bilinear\"",
+                ))
+            }
+        };
+        Ok(self)
     }
 
     /// The shared height and width of the pixel inputs.
@@ -195,7 +213,11 @@ impl MapWarp {
             .zip(pixels.index.iter().map(|&i| self.masks[i]))
             .map(|((x, layout), mask)| {
                 let sampling = Sampling {
-                    nearest: mask || self.nearest,
+                    nearest: if mask {
+                        self.mask_nearest
+                    } else {
+                        self.nearest
+                    },
                     border: self.border,
                     fill: if mask { self.fill_mask } else { self.fill },
                 };
