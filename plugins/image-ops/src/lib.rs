@@ -61,6 +61,8 @@ mod rotate;
 mod sharpen;
 mod sized_crop;
 mod targets;
+mod thin_plate;
+mod tps;
 mod warp;
 mod zoom_blur;
 
@@ -107,6 +109,7 @@ pub use sized_crop::{
     Crop, FixedCropConfig, RandomResizedCrop, RandomResizedCropConfig, RandomSizedCrop,
     RandomSizedCropConfig,
 };
+pub use thin_plate::{ThinPlateSpline, ThinPlateSplineConfig};
 pub use zoom_blur::{ZoomBlur, ZoomBlurConfig};
 
 use crate::targets::TARGET_FIELDS;
