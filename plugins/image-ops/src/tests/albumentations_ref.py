@@ -32,6 +32,9 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
            matrix, max_width, max_height, flattened;
   optical_maps  OpticalDistortion's (map_x, map_y), stacked, for image params["shape"],
            params["k"] and params["mode"];
+  tps_maps  ThinPlateSpline's (map_x, map_y), stacked, for image params["shape"] and
+           params["num_control_points"], with the offsets params["offsets"] in place of its
+           normal draws;
   numpy_draws  numpy's own draws, for distribution checks: params["n"] values of
            Generator.poisson(params["lam"]) and of .normal(0, params["sigma"]), stacked;
   sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
@@ -175,6 +178,13 @@ def run(case):
         maps = {"camera": fgeometric.get_camera_matrix_distortion_maps, "fisheye": fgeometric.get_fisheye_distortion_maps}
         map_x, map_y = maps[p["mode"]](tuple(p["shape"]), p["k"])
         np.save(case["out_image"], np.stack([map_x, map_y]).astype(np.float32))
+        return
+    if kind == "tps_maps":
+        p = case["params"]
+        t = A.ThinPlateSpline(num_control_points=p["num_control_points"])
+        t.random_generator = Fields([], p["offsets"])
+        maps = t.get_params_dependent_on_data({"shape": tuple(p["shape"])}, {})
+        np.save(case["out_image"], np.stack([maps["map_x"], maps["map_y"]]))
         return
     if kind == "numpy_draws":
         p = case["params"]
