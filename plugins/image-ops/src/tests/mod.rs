@@ -31,6 +31,7 @@ mod sharpen;
 mod targets;
 mod targets_distort;
 mod targets_geometry;
+mod thin_plate;
 mod zoom_blur;
 
 use std::path::{Path, PathBuf};
@@ -196,6 +197,7 @@ fn readme_snippets_build() {
             "GridDistortion",
             "Perspective",
             "OpticalDistortion",
+            "ThinPlateSpline",
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
