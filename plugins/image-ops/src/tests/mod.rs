@@ -201,6 +201,8 @@ fn readme_snippets_build() {
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
+            "ShearX",
+            "RUA",
             "RandomResizedCrop",
         ]
     );
