@@ -28,6 +28,7 @@ mod downscale;
 mod dropout;
 mod dropout_targets;
 mod elastic;
+mod enhance;
 mod flip;
 mod flips;
 mod geometry;
@@ -49,15 +50,19 @@ mod motion;
 mod optical;
 mod pad;
 mod perspective;
+mod pil;
+mod pil_geometry;
 mod read;
 mod registry;
 mod registry_color;
 mod registry_more;
 mod registry_noise;
 mod registry_quality;
+mod registry_rua;
 mod remap_targets;
 mod resize;
 mod rotate;
+mod rua;
 mod sharpen;
 mod sized_crop;
 mod targets;
@@ -86,6 +91,10 @@ pub use distort::{GridDistortion, GridDistortionConfig};
 pub use downscale::{Downscale, DownscaleConfig, InterpolationPair};
 pub use dropout::{CoarseDropout, CoarseDropoutConfig};
 pub use elastic::{ElasticTransform, ElasticTransformConfig};
+pub use enhance::{
+    Brightness, Color, Contrast, EnhanceConfig, Sharpness, ShearConfig, ShearX, ShearY,
+    TranslateConfig, TranslateX, TranslateY,
+};
 pub use flip::{HorizontalFlip, HorizontalFlipConfig};
 pub use flips::{DihedralConfig, Flip, RandomRotate90, Transpose, VerticalFlip};
 pub use glass_blur::{GlassBlur, GlassBlurConfig, GlassMode};
@@ -104,6 +113,7 @@ pub use perspective::{Perspective, PerspectiveConfig};
 pub use read::{ColorFlag, ReadImage, ReadImageConfig};
 pub use resize::{Resize, ResizeConfig};
 pub use rotate::{BorderMode, Limit, Rotate, RotateConfig};
+pub use rua::{Choices, RuaConfig, RUA};
 pub use sharpen::{Sharpen, SharpenConfig, SharpenMethod};
 pub use sized_crop::{
     Crop, FixedCropConfig, RandomResizedCrop, RandomResizedCropConfig, RandomSizedCrop,

@@ -22,11 +22,13 @@ mod motion;
 mod optical;
 mod perspective;
 mod photometric;
+mod pil;
 mod read;
 mod reference;
 mod resize;
 mod resized_crops;
 mod rotate;
+mod rua;
 mod sharpen;
 mod targets;
 mod targets_distort;
@@ -201,6 +203,8 @@ fn readme_snippets_build() {
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
+            "ShearX",
+            "RUA",
             "RandomResizedCrop",
         ]
     );
