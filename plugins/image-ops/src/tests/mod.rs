@@ -22,6 +22,7 @@ mod motion;
 mod optical;
 mod perspective;
 mod photometric;
+mod piecewise;
 mod read;
 mod reference;
 mod resize;
