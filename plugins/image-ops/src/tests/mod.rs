@@ -197,6 +197,7 @@ fn readme_snippets_build() {
             "GridDistortion",
             "Perspective",
             "OpticalDistortion",
+            "PiecewiseAffine",
             "ColorJitter",
             "RandomBrightnessContrast",
             "ImageCompression",
