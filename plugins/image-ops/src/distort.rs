@@ -279,22 +279,27 @@ impl FromConfig for GridDistortion {
     }
 }
 
-/// numpy's `np.sum` of a float64 vector (pairwise blocks of 8 up to 128 values), so the
-/// normalisation rounds as albumentations' does.
-fn numpy_sum(v: &[f64]) -> f64 {
+/// numpy's `np.sum` of a float vector: pairwise, eight running sums per block of up to 128
+/// values, blocks halved (at multiples of 8) above that, so sums round as albumentations'.
+pub(crate) fn numpy_sum<T: Copy + Default + std::ops::Add<Output = T>>(v: &[T]) -> T {
     if v.len() < 8 {
-        return v.iter().fold(0.0, |a, b| a + b);
+        return v.iter().fold(T::default(), |a, &b| a + b);
     }
-    let mut r: [f64; 8] = std::array::from_fn(|j| v[j]);
+    if v.len() > 128 {
+        let half = v.len() / 2;
+        let half = half - half % 8;
+        return numpy_sum(&v[..half]) + numpy_sum(&v[half..]);
+    }
+    let mut r: [T; 8] = std::array::from_fn(|j| v[j]);
     let full = v.len() - v.len() % 8;
     for chunk in v[8..full].chunks_exact(8) {
-        for (acc, x) in r.iter_mut().zip(chunk) {
-            *acc += x;
+        for (acc, &x) in r.iter_mut().zip(chunk) {
+            *acc = *acc + x;
         }
     }
     let mut sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for x in &v[full..] {
-        sum += x;
+    for &x in &v[full..] {
+        sum = sum + x;
     }
     sum
 }

@@ -1,10 +1,10 @@
 //! Registrations of the last ops of issue 32 (GridMask, Perspective, OpticalDistortion,
-//! the box, glass and zoom blurs): what `fe-host plugins list` shows.
+//! the box, glass and zoom blurs) and of PiecewiseAffine: what `fe-host plugins list` shows.
 
 use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Blur, GlassBlur, GridMask, OpticalDistortion, Perspective, ZoomBlur};
+use crate::{Blur, GlassBlur, GridMask, OpticalDistortion, Perspective, PiecewiseAffine, ZoomBlur};
 
 const P: Field = Field::optional(
     "p",
@@ -81,6 +81,24 @@ inventory::submit! {
         Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How points from outside the image are filled"),
         Field::optional("fill", "float", "0", "Image fill for border_mode = \"constant\" (alias value)"),
         Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias mask_value)"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
+        P,
+        Field::optional("keypoint_remapping_method", "\"mask\" | \"direct\"", "\"mask\"", "How keypoints follow the map (albumentations' option)"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<PiecewiseAffine>("PiecewiseAffine", "A grid of control points moved by normal noise, every pixel following their inverse-distance mean (cv2.remap; image and masks alike)")
+    .fields(&[
+        Field::optional("scale", "float | [float, float]", "[0.03, 0.05]", "Range of 3 sigma of the jitter, a fraction of the shorter side (s means [0, s])"),
+        Field::optional("nb_rows", "integer | [integer, integer]", "4", "Rows of control points, at least 2 (a range is drawn per call)"),
+        Field::optional("nb_cols", "integer | [integer, integer]", "4", "Columns of control points, at least 2 (a range is drawn per call)"),
+        Field::optional("absolute_scale", "bool", "false", "Read scale in pixels"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\"", "\"bilinear\"", "Sampling of images"),
+        Field::optional("mask_interpolation", "\"nearest\" | \"bilinear\"", "\"nearest\"", "Sampling of masks"),
+        Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How points from outside the image are filled"),
+        Field::optional("fill", "float", "0", "Image fill for border_mode = \"constant\" (alias cval, value)"),
+        Field::optional("fill_mask", "float", "0", "Mask fill for border_mode = \"constant\" (alias cval_mask, mask_value)"),
         Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling, mask fill)"),
         P,
         Field::optional("keypoint_remapping_method", "\"mask\" | \"direct\"", "\"mask\"", "How keypoints follow the map (albumentations' option)"),

@@ -30,6 +30,10 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
   perspective_params  Perspective's order_points + compute_perspective_params for the corners
            params["points"] (pixels, tl tr br bl before ordering) of image `shape`: the
            matrix, max_width, max_height, flattened;
+  piecewise_maps  PiecewiseAffine's (map_x, map_y), stacked, from create_piecewise_affine_maps
+           for image params["shape"], grid params["rows"] x ["cols"], params["scale"] and
+           ["absolute_scale"], with the jitter params["jitter"] in place of numpy's normals
+           (failing unless it asks for standard deviation params["jitter_scale"]);
   optical_maps  OpticalDistortion's (map_x, map_y), stacked, for image params["shape"],
            params["k"] and params["mode"];
   tps_maps  ThinPlateSpline's (map_x, map_y), stacked, for image params["shape"] and
@@ -93,6 +97,19 @@ class Draws:
 
     def uniform(self, a, b):
         return self.draws.pop(0)
+
+
+class Jitter:
+    """Stands in for numpy's Generator in create_piecewise_affine_maps: returns the given jitter,
+    after checking the normal's parameters it asks for."""
+
+    def __init__(self, jitter, scale):
+        self.jitter, self.scale = np.array(jitter, dtype=np.float64), scale
+
+    def normal(self, loc, scale, size):
+        if loc != 0 or scale != self.scale:
+            raise ValueError(f"asked for N({loc}, {scale}), the jitter is N(0, {self.scale})")
+        return self.jitter.reshape(size)
 
 
 def grid_mask(shape, p):
@@ -185,6 +202,14 @@ def run(case):
         t.random_generator = Fields([], p["offsets"])
         maps = t.get_params_dependent_on_data({"shape": tuple(p["shape"])}, {})
         np.save(case["out_image"], np.stack([maps["map_x"], maps["map_y"]]))
+        return
+    if kind == "piecewise_maps":
+        p = case["params"]
+        map_x, map_y = fgeometric.create_piecewise_affine_maps(
+            tuple(p["shape"]), (p["rows"], p["cols"]), p["scale"], p["absolute_scale"],
+            Jitter(p["jitter"], p["jitter_scale"]),
+        )
+        np.save(case["out_image"], np.stack([map_x, map_y]))
         return
     if kind == "numpy_draws":
         p = case["params"]

@@ -22,6 +22,7 @@ mod motion;
 mod optical;
 mod perspective;
 mod photometric;
+mod piecewise;
 mod pil;
 mod read;
 mod reference;
@@ -199,6 +200,7 @@ fn readme_snippets_build() {
             "GridDistortion",
             "Perspective",
             "OpticalDistortion",
+            "PiecewiseAffine",
             "ThinPlateSpline",
             "ColorJitter",
             "RandomBrightnessContrast",

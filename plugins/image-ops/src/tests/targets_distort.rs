@@ -1,5 +1,5 @@
 //! Boxes and keypoints of the non-affine warps (`Perspective`, `GridDistortion`,
-//! `ElasticTransform`, `OpticalDistortion`) and the dropout ops (`CoarseDropout`, `GridMask`)
+//! `ElasticTransform`, `OpticalDistortion`, `PiecewiseAffine`) and the dropout ops (`CoarseDropout`, `GridMask`)
 //! against albumentations 2.0.8's `Compose` for the parameters the Rust op drew, and a box
 //! drawn into a mask landing where the moved box says.
 
@@ -11,8 +11,9 @@ use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call
 use super::{direct, floats, ints, run, typed};
 use crate::distort::grid_axis;
 use crate::perspective::{corners, perspective_params};
+use crate::piecewise::piecewise_maps;
 use crate::{CoarseDropout, ElasticTransform, GridDistortion, GridMask};
-use crate::{OpticalDistortion, Perspective};
+use crate::{OpticalDistortion, Perspective, PiecewiseAffine};
 
 /// Row-major `H × W` float32 maps as nested lists.
 fn grid(map: &[f32]) -> Value {
@@ -49,6 +50,9 @@ const ELASTIC_DIRECT: &str =
 const CAMERA: &str = "distort_limit = 0.6\np = 1.0";
 const CAMERA_DIRECT: &str = "distort_limit = 0.6\np = 1.0\nkeypoint_remapping_method = \"direct\"";
 const FISHEYE: &str = "distort_limit = 0.6\ndistortion_mode = \"fisheye\"\np = 1.0";
+const PIECEWISE: &str = "scale = [0.1, 0.2]\nnb_rows = [3, 5]\np = 1.0";
+const PIECEWISE_DIRECT: &str =
+    "scale = [0.1, 0.2]\nnb_rows = [3, 5]\np = 1.0\nkeypoint_remapping_method = \"direct\"";
 const DROPOUT: &str =
     "max_holes = 6\nmin_holes = 2\nmax_height = 9\nmin_height = 3\nmax_width = 11\nmin_width = 4\np = 1.0";
 const GRID_MASK: &str = "d_range = [6, 12]\nratio = 0.5\nrotate_angle = 30.0";
@@ -95,6 +99,13 @@ pub(super) fn calls() -> Vec<Call> {
             let op = typed::<OpticalDistortion>(config, &keys);
             let maps = op.maps(op.k(seed).unwrap(), h, w);
             calls.push(remap_call("OpticalDistortion", config, seed, maps));
+        }
+        for config in [PIECEWISE, PIECEWISE_DIRECT] {
+            let draw = typed::<PiecewiseAffine>(config, &keys)
+                .draw(H, W, seed)
+                .unwrap();
+            let maps = piecewise_maps(&draw, h, w);
+            calls.push(remap_call("PiecewiseAffine", config, seed, maps));
         }
         let holes = typed::<CoarseDropout>(DROPOUT, &keys).holes(H, W, seed);
         calls.push(Call {
@@ -197,12 +208,13 @@ fn a_drawn_box_lands_where_the_distorted_or_cut_box_says() {
     // Perspective's continuous box edges sit half a source pixel from the pixel edges, and
     // its zoom (up to about 2x at this scale) stretches that half pixel. Dropouts move
     // nothing and cut the box to exactly what the holes leave.
-    let ops: [(&str, &str, Rule); 7] = [
+    let ops: [(&str, &str, Rule); 8] = [
         ("Perspective", PERSPECTIVE, Rule::Exclusive(1.5)),
         ("GridDistortion", GRID, Rule::Inclusive),
         ("ElasticTransform", ELASTIC, Rule::Inclusive),
         ("OpticalDistortion", CAMERA, Rule::Inclusive),
         ("OpticalDistortion", FISHEYE, Rule::Inclusive),
+        ("PiecewiseAffine", PIECEWISE, Rule::Inclusive),
         ("CoarseDropout", DROPOUT, Rule::Exclusive(0.0)),
         ("GridMask", GRID_MASK, Rule::Exclusive(0.0)),
     ];
@@ -242,7 +254,7 @@ fn a_drawn_box_lands_where_the_distorted_or_cut_box_says() {
             checked += 1;
         }
     }
-    assert!(checked >= 50, "{checked} boxes checked");
+    assert!(checked >= 58, "{checked} boxes checked");
 }
 
 #[test]
@@ -255,6 +267,7 @@ fn target_keys_of_the_new_ops_are_checked_when_built() {
         "GridDistortion",
         "ElasticTransform",
         "OpticalDistortion",
+        "PiecewiseAffine",
         "CoarseDropout",
         "GridMask",
     ] {
