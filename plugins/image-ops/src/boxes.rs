@@ -274,6 +274,7 @@ pub(crate) fn transform(rows: Vec<Row>, g: &Geometry, (h, w): (i64, i64)) -> Vec
         Geometry::Perspective {
             matrix,
             scale: (sx, sy),
+            ..
         } => {
             let f = |[x0, y0, x1, y1]: [f64; 4]| {
                 let c =

@@ -15,7 +15,7 @@ use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{mask_flags, paired_keys, probability, rng, same_size};
 use crate::remap_targets::SourceMap;
 use crate::targets::Targets;
-use crate::warp::{remap, Sampling};
+use crate::warp::{remap_onto, Sampling};
 use crate::{BorderMode, Interpolation, Limit};
 
 /// `GridDistortion` configuration.
@@ -195,8 +195,9 @@ impl MapWarp {
         self.targets.merge(&self.keys, inputs, same, &keep, size)
     }
 
-    /// Every pixel input resampled at `(src_y, src_x)` (float64, broadcastable to `(H, W)`);
-    /// boxes and keypoints moved by `g`, the same warp in numbers.
+    /// Every pixel input resampled at `(src_y, src_x)` (float64, broadcastable to `g`'s output
+    /// size, `(H, W)` but for `Perspective`'s other canvases); boxes and keypoints moved by
+    /// `g`, the same warp in numbers.
     pub(crate) fn warp(
         &self,
         inputs: &[&Tensor],
@@ -206,6 +207,8 @@ impl MapWarp {
     ) -> Result<Vec<Tensor>> {
         let pixels = self.targets.pixels(&self.keys, inputs)?;
         let layouts = same_size(&pixels.keys, &pixels.inputs)?;
+        let size = (layouts[0].height, layouts[0].width);
+        let out_size = g.out_size(size);
         let out = pixels
             .inputs
             .iter()
@@ -221,10 +224,9 @@ impl MapWarp {
                     border: self.border,
                     fill: if mask { self.fill_mask } else { self.fill },
                 };
-                remap(layout, x, src_x, src_y, sampling)
+                remap_onto(layout, x, src_x, src_y, out_size, sampling)
             })
             .collect::<Result<Vec<_>>>()?;
-        let size = (layouts[0].height, layouts[0].width);
         self.targets.merge(&self.keys, inputs, out, g, size)
     }
 }

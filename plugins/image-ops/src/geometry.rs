@@ -33,10 +33,15 @@ pub(crate) enum Geometry {
         /// Factor of keypoint scales: the larger drawn scale (albumentations' `max(scale)`).
         scale: f64,
     },
-    /// `Perspective` (`keep_size`): points go through the homography `matrix` (row-major
-    /// 3 × 3, onto a `max_width × max_height` canvas), then are scaled by `scale` `(x, y)`
-    /// back to the image size, as albumentations' `perspective_bboxes` / `_keypoints` do.
-    Perspective { matrix: [f64; 9], scale: (f64, f64) },
+    /// `Perspective`: points go through the homography `matrix` (row-major 3 × 3, onto a
+    /// `max_width × max_height` canvas), then are scaled by `scale` `(x, y)` onto the `out`
+    /// `(h, w)` image, as albumentations' `perspective_bboxes` / `_keypoints` do (`keep_size`:
+    /// back to the input size; otherwise `scale` is 1 and `out` the canvas).
+    Perspective {
+        matrix: [f64; 9],
+        scale: (f64, f64),
+        out: (i64, i64),
+    },
     /// A per-pixel remap onto an image of the same size (boxes and keypoints follow masks
     /// of themselves through it, see `remap_targets`).
     Remap(SourceMap),
@@ -48,12 +53,14 @@ impl Geometry {
         match *self {
             Geometry::Dihedral(Move::Transpose | Move::Rot90(1 | 3)) => (w, h),
             Geometry::Dihedral(_) => (h, w),
-            Geometry::Crop { out, .. } | Geometry::Resize { out, .. } => out,
+            Geometry::Crop { out, .. }
+            | Geometry::Resize { out, .. }
+            | Geometry::Perspective { out, .. } => out,
             Geometry::Pad {
                 margins: [t, b, l, r],
                 ..
             } => (h + t + b, w + l + r),
-            Geometry::Affine { .. } | Geometry::Perspective { .. } | Geometry::Remap(_) => (h, w),
+            Geometry::Affine { .. } | Geometry::Remap(_) => (h, w),
         }
     }
 }

@@ -154,6 +154,7 @@ pub(crate) fn transform(
         Geometry::Perspective {
             matrix: m,
             scale: (sx, sy),
+            ..
         } => {
             // albumentations' perspective_keypoints: the angle turns by the matrix's y-up
             // rotation, the scale grows by its larger axis scale (signed, as numpy's sign,

@@ -180,6 +180,7 @@ pub(crate) fn transform(rows: Vec<Row>, g: &Geometry, (h, w): (i64, i64)) -> Vec
         Geometry::Perspective {
             matrix,
             scale: (sx, sy),
+            ..
         } => map(rows, &|x, y| {
             let (x, y) = project(&matrix, x, y);
             (x * sx, y * sy)

@@ -35,6 +35,7 @@ mod geometry;
 mod glass_blur;
 mod grid_mask;
 mod hls;
+mod homography;
 mod hsv;
 mod hsv_pixels;
 mod image_saver;

@@ -1,9 +1,10 @@
-//! `Perspective` after albumentations 2.0.8 (`keep_size = true`, `fit_output = false`): the
-//! four corners move inwards by `|N(0, scale)| mod 0.32` of the size, the moved quad is
-//! mapped onto the image by `cv2.getPerspectiveTransform`, scaled by `size / max side` of the
-//! quad, and every input is resampled through it like `cv2.warpPerspective` (masks nearest).
-//! The normals come from our seeded generator, so warps match albumentations' for the same
-//! corner draws only.
+//! `Perspective` after albumentations 2.0.8: the four corners move inwards by
+//! `|N(0, scale)| mod 0.32` of the size, the moved quad is mapped onto the image by
+//! `cv2.getPerspectiveTransform` (`fit_output` then grows the canvas to hold the whole warped
+//! image), and every input is resampled through it like `cv2.warpPerspective` (masks
+//! nearest): onto the input size, scaled by `size / canvas side` (`keep_size`), or onto the
+//! `max_width × max_height` canvas itself. The normals come from our seeded generator, so
+//! warps match albumentations' for the same corner draws only.
 
 use fe_plugin_api::tch::Tensor;
 use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepContext};
@@ -14,6 +15,8 @@ use crate::boxes::BboxParamsConfig;
 use crate::color::uniform;
 use crate::distort::{MapWarp, TargetConfig};
 use crate::geometry::Geometry;
+pub(crate) use crate::homography::perspective_params;
+use crate::homography::{expand_transform, inverse_warp};
 use crate::keypoints::KeypointParamsConfig;
 use crate::layout::rng;
 use crate::{BorderMode, Interpolation, Span};
@@ -26,10 +29,11 @@ pub struct PerspectiveConfig {
     /// `[0, s]` (default [0.05, 0.1]).
     #[serde(default = "scales")]
     pub scale: Span,
-    /// Output keeps the input size; only `true` is supported (default true).
+    /// Resize the warped canvas back to the input size (default true); `false` outputs the
+    /// `max_width × max_height` canvas, whose size varies from sample to sample.
     #[serde(default = "yes")]
     pub keep_size: bool,
-    /// Grow the canvas to hold the whole warped image; only `false` is supported.
+    /// Grow the canvas so the whole warped image shows (default false).
     #[serde(default)]
     pub fit_output: bool,
     /// Image sampling: `"bilinear"` (default) or `"nearest"`; masks always use nearest.
@@ -82,7 +86,14 @@ fn half() -> f64 {
 pub struct Perspective {
     warp: MapWarp,
     scales: [f64; 2],
+    keep_size: bool,
+    fit_output: bool,
 }
+
+/// The most pixels a `keep_size = false` output may have beyond the input's own: a
+/// `fit_output` canvas grows without bound as a corner folds towards the line through its
+/// neighbours (albumentations would try to allocate it).
+const MAX_CANVAS: i64 = 1 << 26;
 
 impl FromConfig for Perspective {
     type Config = PerspectiveConfig;
@@ -95,12 +106,6 @@ impl FromConfig for Perspective {
             return Err(Error::config(
                 "scale",
                 format!("needs 0 <= lo <= hi, got {scales:?}"),
-            ));
-        }
-        if !c.keep_size || c.fit_output {
-            return Err(Error::config(
-                if c.fit_output { "fit_output" } else { "keep_size" },
-                "only keep_size = true and fit_output = false are supported (outputs keep the input size)",
             ));
         }
         let warp = MapWarp::new(
@@ -118,7 +123,12 @@ impl FromConfig for Perspective {
                 keypoint_params: c.keypoint_params,
             },
         )?;
-        Ok(Perspective { warp, scales })
+        Ok(Perspective {
+            warp,
+            scales,
+            keep_size: c.keep_size,
+            fit_output: c.fit_output,
+        })
     }
 }
 
@@ -142,6 +152,46 @@ impl Perspective {
         }
         Some(out)
     }
+
+    /// albumentations' matrix, `max_width` and `max_height` for the corner `jitter` on an
+    /// `height × width` image (expanded under `fit_output`).
+    pub(crate) fn matrix(
+        &self,
+        jitter: &[f64; 8],
+        height: i64,
+        width: i64,
+    ) -> ([f64; 9], i64, i64) {
+        let (m, max_w, max_h) = perspective_params(corners(jitter, height, width), height, width);
+        if self.fit_output {
+            expand_transform(&m, height, width)
+        } else {
+            (m, max_w, max_h)
+        }
+    }
+
+    /// The `(x, y)` scale onto the output and the output `(height, width)` for a
+    /// `max_w × max_h` canvas: the input size under `keep_size`, else the canvas.
+    pub(crate) fn output(
+        &self,
+        (h, w): (i64, i64),
+        max_w: i64,
+        max_h: i64,
+    ) -> Result<((f64, f64), (i64, i64))> {
+        if max_w < 1 || max_h < 1 {
+            return Err(Error::msg(format!(
+                "Perspective: fit_output drew a {max_h}x{max_w} canvas (the warp folds the image onto a line); lower `scale`"
+            )));
+        }
+        if self.keep_size {
+            return Ok(((w as f64 / max_w as f64, h as f64 / max_h as f64), (h, w)));
+        }
+        if max_w.saturating_mul(max_h) > MAX_CANVAS.max(h * w) {
+            return Err(Error::msg(format!(
+                "Perspective: fit_output drew a {max_h}x{max_w} canvas for a {h}x{w} image (over {MAX_CANVAS} pixels: a corner folded nearly onto the line through its neighbours); lower `scale` or set keep_size = true"
+            )));
+        }
+        Ok(((1.0, 1.0), (max_h, max_w)))
+    }
 }
 
 /// albumentations' `generate_perspective_points` for the jitters: the corners (tl, tr, br,
@@ -157,153 +207,18 @@ pub(crate) fn corners(jitter: &[f64; 8], height: i64, width: i64) -> [[f64; 2]; 
     ]
 }
 
-/// albumentations' `order_points` (float32 tl, tr, br, bl by position) and
-/// `compute_perspective_params`: the matrix, `max_width`, `max_height`.
-pub(crate) fn perspective_params(
-    points: [[f64; 2]; 4],
-    height: i64,
-    width: i64,
-) -> ([f64; 9], i64, i64) {
-    let mut sorted = points;
-    sorted.sort_by(|a, b| a[0].total_cmp(&b[0]));
-    let pair = |a: [f64; 2], b: [f64; 2]| if a[1] < b[1] { (a, b) } else { (b, a) };
-    let (tl, bl) = pair(sorted[0], sorted[1]);
-    let (tr, br) = pair(sorted[2], sorted[3]);
-    let mut q = [tl, tr, br, bl].map(|p| p.map(|v| v as f32));
-    let max_width = adjust(&mut q, 1, 0).max(adjust(&mut q, 2, 3));
-    let max_height = adjust(&mut q, 2, 1).max(adjust(&mut q, 3, 0));
-    let (w, h) = (width as f32, height as f32);
-    let dst = [[0.0, 0.0], [w, 0.0], [w, h], [0.0, h]];
-    (
-        get_perspective_transform(&q, &dst),
-        max_width as i64,
-        max_height as i64,
-    )
-}
-
-/// albumentations' `adjust_dimension` on corners `a` and `b` of `q` (float32): their
-/// distance, or 2 after pushing them apart when they are closer than that.
-fn adjust(q: &mut [[f32; 2]; 4], a: usize, b: usize) -> f32 {
-    let size = ((q[a][0] - q[b][0]).powi(2) + (q[a][1] - q[b][1]).powi(2)).sqrt();
-    if size >= 2.0 {
-        return size;
-    }
-    let step = (2.0 - size) / 2.0;
-    // numpy's four masked in-place updates, each mask taken after the previous update.
-    let [pa, pb] = if a < b {
-        let (lo, hi) = q.split_at_mut(b);
-        [&mut lo[a], &mut hi[0]]
-    } else {
-        let (lo, hi) = q.split_at_mut(a);
-        [&mut hi[0], &mut lo[b]]
-    };
-    for (u, v) in pa.iter_mut().zip(pb.iter_mut()) {
-        if *u > *v {
-            *u += step;
-        }
-        if *u > *v {
-            *v -= step;
-        }
-        if *u <= *v {
-            *u -= step;
-        }
-        if *u <= *v {
-            *v += step;
-        }
-    }
-    2.0
-}
-
-/// `cv2.getPerspectiveTransform`: the homography taking `src` to `dst`, from its 8 × 8
-/// system solved in float64 (Gaussian elimination with partial pivoting).
-fn get_perspective_transform(src: &[[f32; 2]; 4], dst: &[[f32; 2]; 4]) -> [f64; 9] {
-    let mut a = [[0.0f64; 9]; 8];
-    for i in 0..4 {
-        let (x, y) = (f64::from(src[i][0]), f64::from(src[i][1]));
-        let (u, v) = (f64::from(dst[i][0]), f64::from(dst[i][1]));
-        a[i] = [x, y, 1.0, 0.0, 0.0, 0.0, -x * u, -y * u, u];
-        a[i + 4] = [0.0, 0.0, 0.0, x, y, 1.0, -x * v, -y * v, v];
-    }
-    for col in 0..8 {
-        let pivot = (col..8)
-            .max_by(|&r, &s| a[r][col].abs().total_cmp(&a[s][col].abs()))
-            .unwrap_or(col);
-        a.swap(col, pivot);
-        if a[col][col] == 0.0 {
-            continue;
-        }
-        for row in col + 1..8 {
-            let f = a[row][col] / a[col][col];
-            let pivot_row = a[col];
-            for (cell, p) in a[row].iter_mut().zip(pivot_row).skip(col) {
-                *cell -= f * p;
-            }
-        }
-    }
-    let mut m = [0.0; 9];
-    for row in (0..8).rev() {
-        let tail: f64 = (row + 1..8).map(|k| a[row][k] * m[k]).sum();
-        m[row] = if a[row][row] == 0.0 {
-            0.0
-        } else {
-            (a[row][8] - tail) / a[row][row]
-        };
-    }
-    m[8] = 1.0;
-    m
-}
-
-/// `m` (row-major 3 × 3) scaled as albumentations' `keep_size` does and inverted: the
-/// map from output pixels back to input pixels.
-pub(crate) fn inverse_warp(
-    m: &[f64; 9],
-    height: i64,
-    width: i64,
-    max_h: i64,
-    max_w: i64,
-) -> [f64; 9] {
-    let (sx, sy) = (width as f64 / max_w as f64, height as f64 / max_h as f64);
-    let a = [
-        m[0] * sx,
-        m[1] * sx,
-        m[2] * sx,
-        m[3] * sy,
-        m[4] * sy,
-        m[5] * sy,
-        m[6],
-        m[7],
-        m[8],
-    ];
-    let cof = |r0: usize, r1: usize, c0: usize, c1: usize| {
-        a[r0 * 3 + c0] * a[r1 * 3 + c1] - a[r0 * 3 + c1] * a[r1 * 3 + c0]
-    };
-    let adj = [
-        cof(1, 2, 1, 2),
-        -cof(0, 2, 1, 2),
-        cof(0, 1, 1, 2),
-        -cof(1, 2, 0, 2),
-        cof(0, 2, 0, 2),
-        -cof(0, 1, 0, 2),
-        cof(1, 2, 0, 1),
-        -cof(0, 2, 0, 1),
-        cof(0, 1, 0, 1),
-    ];
-    let det = a[0] * adj[0] + a[1] * adj[3] + a[2] * adj[6];
-    let d = if det != 0.0 { 1.0 / det } else { 0.0 };
-    adj.map(|v| v * d)
-}
-
 impl NumpyOp for Perspective {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         let (h, w) = self.warp.size(inputs)?;
         let Some(jitter) = self.jitter(ctx.seed) else {
             return self.warp.keep(inputs);
         };
-        let (m, max_w, max_h) = perspective_params(corners(&jitter, h, w), h, w);
-        let inv = inverse_warp(&m, h, w, max_h, max_w);
+        let (m, max_w, max_h) = self.matrix(&jitter, h, w);
+        let (resize, (out_h, out_w)) = self.output((h, w), max_w, max_h)?;
+        let inv = inverse_warp(&m, resize);
         let opts = (fe_plugin_api::tch::Kind::Double, inputs[0].device());
-        let xs = Tensor::f_arange(w, opts)?.f_view([1, w])?;
-        let ys = Tensor::f_arange(h, opts)?.f_view([h, 1])?;
+        let xs = Tensor::f_arange(out_w, opts)?.f_view([1, out_w])?;
+        let ys = Tensor::f_arange(out_h, opts)?.f_view([out_h, 1])?;
         let row = |r: usize| -> Result<Tensor> {
             Ok(xs
                 .f_mul_scalar(inv[3 * r])?
@@ -318,7 +233,8 @@ impl NumpyOp for Perspective {
         let src_y = row(1)?.f_mul(&scale)?;
         let g = Geometry::Perspective {
             matrix: m,
-            scale: (w as f64 / max_w as f64, h as f64 / max_h as f64),
+            scale: resize,
+            out: (out_h, out_w),
         };
         self.warp.warp(inputs, &src_x, &src_y, &g)
     }

@@ -58,11 +58,11 @@ inventory::submit! {
     ])
 }
 inventory::submit! {
-    Registration::numpy_op::<Perspective>("Perspective", "Corners moved inwards at random, warped back to the full size (cv2.warpPerspective; image and masks alike)")
+    Registration::numpy_op::<Perspective>("Perspective", "Corners moved inwards at random, the quad warped onto the image (cv2.warpPerspective; image and masks alike)")
     .fields(&[
         Field::optional("scale", "float | [float, float]", "[0.05, 0.1]", "Corner jitter std range as a fraction of the size (s means [0, s])"),
-        Field::optional("keep_size", "bool", "true", "Only true: outputs keep the input size"),
-        Field::optional("fit_output", "bool", "false", "Only false"),
+        Field::optional("keep_size", "bool", "true", "Resize the warped canvas back to the input size; false outputs the canvas (sizes vary per sample)"),
+        Field::optional("fit_output", "bool", "false", "Grow the canvas so the whole warped image shows"),
         Field::optional("interpolation", "\"bilinear\" | \"nearest\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
         Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How points from outside the image are filled"),
         Field::optional("fill", "float", "0", "Image fill for border_mode = \"constant\" (alias value)"),

@@ -69,11 +69,24 @@ pub(crate) fn remap(
     src_y: &Tensor,
     s: Sampling,
 ) -> Result<Tensor> {
-    let (h, w) = (layout.height, layout.width);
+    remap_onto(layout, x, src_x, src_y, (layout.height, layout.width), s)
+}
+
+/// [`remap`] onto an `(out_h, out_w)` canvas (the maps broadcastable to it), for warps
+/// whose output has another size than their input (`cv2.warpPerspective`'s `dsize`).
+pub(crate) fn remap_onto(
+    layout: &Spatial,
+    x: &Tensor,
+    src_x: &Tensor,
+    src_y: &Tensor,
+    (out_h, out_w): (i64, i64),
+    s: Sampling,
+) -> Result<Tensor> {
     let (src_x, src_y) = (
-        src_x.f_expand([h, w], false)?,
-        src_y.f_expand([h, w], false)?,
+        src_x.f_expand([out_h, out_w], false)?,
+        src_y.f_expand([out_h, out_w], false)?,
     );
+    let (h, w) = (layout.height, layout.width);
     let channels = if layout.plain { 1 } else { x.size()[2] };
     let flat = x.f_reshape([h * w, channels])?;
     let out = if s.nearest {
@@ -83,7 +96,9 @@ pub(crate) fn remap(
     } else {
         bilinear(&flat, &src_x, &src_y, layout, s)?
     };
-    Ok(out.f_reshape(x.size())?.f_contiguous()?)
+    let mut shape = x.size();
+    shape[..2].copy_from_slice(&[out_h, out_w]);
+    Ok(out.f_reshape(shape)?.f_contiguous()?)
 }
 
 /// Bilinear interpolation of `flat` (`(H·W, C)`) at the source points, back in its dtype.

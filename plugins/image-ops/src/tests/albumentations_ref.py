@@ -3,7 +3,8 @@
 Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its `image`
 (and optional `mask`) .npy file and writes the transformed arrays to `out_image` /
 `out_mask`. `kind` says how the transform runs:
-  compose  A.Compose([A.<transform>(**init, p=1)]) on image (and mask): deterministic ops;
+  compose  A.Compose([A.<transform>(**init, p=1)]) on image (and mask): deterministic ops,
+           or with params["normals"] Perspective's corner normals in place of numpy's;
   apply    A.<transform>(**init).apply(image, **params) / .apply_to_mask: a random op with
            the parameters the Rust op reports it drew;
   cv2      cv2.<transform>(image, *params["args"]);
@@ -19,7 +20,8 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
            keypoint_params=A.KeypointParams(**keypoint_params), format "xy" unless given)
            on image, `bboxes` and `keypoints`
            (.npy files, [N, 4 + k] / [N, 2 + k]), writing `out_bboxes` / `out_keypoints` too;
-           with `params`, the transform uses them in place of its own draws;
+           with `params`, the transform uses them in place of its own draws (params["normals"]:
+           only Perspective's corner normals, the rest computed as albumentations does);
   iso_noise  albumentations' iso_noise(image, params["color_shift"], params["intensity"]) with
            the Poisson counts params["counts"] and hue noise params["hues"] in place of numpy's;
   grid_mask  FastEstimator's GridMask (its own numpy + OpenCV code, not albumentations'; not
@@ -28,8 +30,8 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
   grid_mask_draws  FastEstimator's draws for GridMask with numpy's global RNG: params["n"]
            rows of (d, offset_y, offset_x, angle);
   perspective_params  Perspective's order_points + compute_perspective_params for the corners
-           params["points"] (pixels, tl tr br bl before ordering) of image `shape`: the
-           matrix, max_width, max_height, flattened;
+           params["points"] (pixels, tl tr br bl before ordering) of image `shape`, then
+           expand_transform if params["fit_output"]: the matrix, max_width, max_height, flattened;
   piecewise_maps  PiecewiseAffine's (map_x, map_y), stacked, from create_piecewise_affine_maps
            for image params["shape"], grid params["rows"] x ["cols"], params["scale"] and
            ["absolute_scale"], with the jitter params["jitter"] in place of numpy's normals
@@ -87,6 +89,23 @@ class Fields:
 
     def normal(self, loc, scale, size):
         return self.hues.reshape(size)
+
+
+class Normals:
+    """Stands in for numpy's Generator: normal() returns the given draws (Perspective's corners)."""
+
+    def __init__(self, draws):
+        self.draws = np.array(draws, dtype=np.float64)
+
+    def normal(self, loc, scale, size):
+        return self.draws.reshape(size).copy()
+
+
+def with_normals(compose, params):
+    """The drawn normals, if given, in place of the (only) transform's numpy Generator; after
+    Compose, which reseeds its transforms."""
+    if params and "normals" in params:
+        compose.transforms[0].random_generator = Normals(params["normals"])
 
 
 class Draws:
@@ -188,6 +207,8 @@ def run(case):
         p = case["params"]
         points = fgeometric.order_points(np.array(p["points"], dtype=np.float64))
         matrix, max_w, max_h = fgeometric.compute_perspective_params(points, tuple(p["shape"]))
+        if p.get("fit_output"):
+            matrix, max_w, max_h = fgeometric.expand_transform(matrix, tuple(p["shape"]))
         np.save(case["out_image"], np.concatenate([matrix.ravel(), [max_w, max_h]]))
         return
     if kind == "optical_maps":
@@ -237,6 +258,7 @@ def run(case):
     mask = np.load(case["mask"]) if case.get("mask") else None
     if kind == "compose":
         t = A.Compose([getattr(A, name)(**init, p=1.0)])
+        with_normals(t, case.get("params"))
         data = {"image": image} if mask is None else {"image": image, "mask": mask}
         out = t(**data)
         out_image, out_mask = out["image"], out.get("mask")
@@ -274,7 +296,7 @@ def run(case):
 
 def targets(case, name, init, image):
     t = getattr(A, name)(**init, p=1.0)
-    fixed = arrays(case["params"]) if case.get("params") else None
+    fixed = {k: v for k, v in arrays(case.get("params") or {}).items() if k != "normals"}
     if fixed:  # the parameters the Rust op drew, in place of albumentations' own draws
         if "output_shape" in fixed:
             fixed["output_shape"] = tuple(fixed["output_shape"])
@@ -288,6 +310,7 @@ def targets(case, name, init, image):
         bbox_params=A.BboxParams(**case["bbox_params"]),
         keypoint_params=A.KeypointParams(**case.get("keypoint_params", {"format": "xy"})),
     )
+    with_normals(compose, case.get("params"))
     out = compose(
         image=image,
         bboxes=np.load(case["bboxes"]).astype(np.float32),

@@ -41,6 +41,21 @@ fn remap_call(name: &'static str, config: &'static str, seed: u64, maps: [Vec<f3
 }
 
 const PERSPECTIVE: &str = "scale = [0.05, 0.3]\np = 1.0";
+/// The other `keep_size` / `fit_output` settings, and albumentations' init for them.
+const PERSPECTIVE_SIZES: [(&str, &str); 3] = [
+    (
+        "scale = [0.05, 0.3]\nkeep_size = false\np = 1.0",
+        r#"{"keep_size": false}"#,
+    ),
+    (
+        "scale = [0.05, 0.3]\nfit_output = true\np = 1.0",
+        r#"{"fit_output": true}"#,
+    ),
+    (
+        "scale = [0.05, 0.3]\nkeep_size = false\nfit_output = true\np = 1.0",
+        r#"{"keep_size": false, "fit_output": true}"#,
+    ),
+];
 const GRID: &str = "num_steps = 4\ndistort_limit = 0.5\np = 1.0";
 const GRID_DIRECT: &str =
     "num_steps = 4\ndistort_limit = 0.5\np = 1.0\nkeypoint_remapping_method = \"direct\"";
@@ -74,6 +89,18 @@ pub(super) fn calls() -> Vec<Call> {
             params: json!({"matrix": m3, "matrix_bbox": m3, "max_width": max_w, "max_height": max_h}),
             seed,
         });
+        // albumentations computes these from our corner normals, output size included.
+        for (config, init) in PERSPECTIVE_SIZES {
+            let normals = typed::<Perspective>(config, &keys).jitter(seed).unwrap();
+            calls.push(Call {
+                name: "Perspective",
+                config,
+                transform: "Perspective",
+                init: serde_json::from_str(init).unwrap(),
+                params: json!({ "normals": normals }),
+                seed,
+            });
+        }
         let op = typed::<GridDistortion>(GRID, &keys);
         let [sx, sy] = op.params(H, W, seed).unwrap();
         let (xs, ys) = (grid_axis(w, 4, &sx), grid_axis(h, 4, &sy));
