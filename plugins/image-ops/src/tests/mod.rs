@@ -16,6 +16,7 @@ mod flip;
 mod geometric;
 mod glass_blur;
 mod grid_mask;
+mod invert_noise;
 mod iso_noise;
 mod keypoint_formats;
 mod motion;

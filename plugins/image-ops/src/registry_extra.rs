@@ -1,0 +1,33 @@
+//! Registrations of the FastEstimator ops added after issue 32's list (InvertImg,
+//! MultiplicativeNoise, the grid shuffle, the masking dropouts, the box-aware crops): what
+//! `fe-host plugins list` shows.
+
+use fe_plugin_api::{inventory, Field, Registration};
+
+use crate::{InvertImg, MultiplicativeNoise};
+
+const P: Field = Field::optional(
+    "p",
+    "float",
+    "0.5",
+    "Probability of transforming a sample, in [0, 1]",
+);
+const UNTOUCHED: Field = Field::optional(
+    "masks",
+    "[string]",
+    "[]",
+    "Inputs left untouched (label masks)",
+);
+
+inventory::submit! {
+    Registration::numpy_op::<InvertImg>("InvertImg", "Inverts images: max - x (255 for uint8, 1 for floats)").fields(&[UNTOUCHED, P])
+}
+inventory::submit! {
+    Registration::numpy_op::<MultiplicativeNoise>("MultiplicativeNoise", "Multiplies images by random factors (per image, channel, pixel, or pixel and channel)")
+    .fields(&[
+        Field::optional("multiplier", "float | [float, float]", "[0.9, 1.1]", "Factor range, drawn uniformly (m means always m)"),
+        Field::optional("per_channel", "bool", "false", "A factor per channel"),
+        Field::optional("elementwise", "bool", "false", "A factor per pixel"),
+        UNTOUCHED, P,
+    ])
+}
