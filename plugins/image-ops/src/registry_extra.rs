@@ -2,9 +2,10 @@
 //! MultiplicativeNoise, the grid shuffle, the masking dropouts, the box-aware crops): what
 //! `fe-host plugins list` shows.
 
+use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{InvertImg, MultiplicativeNoise};
+use crate::{InvertImg, MultiplicativeNoise, RandomGridShuffle};
 
 const P: Field = Field::optional(
     "p",
@@ -29,5 +30,13 @@ inventory::submit! {
         Field::optional("per_channel", "bool", "false", "A factor per channel"),
         Field::optional("elementwise", "bool", "false", "A factor per pixel"),
         UNTOUCHED, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomGridShuffle>("RandomGridShuffle", "Cuts images into a grid and shuffles the cells of equal shape (masks, boxes, keypoints alike)")
+    .fields(&[
+        Field::optional("grid", "[integer, integer]", "[3, 3]", "Rows and columns of the grid, each at least 1"),
+        P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }

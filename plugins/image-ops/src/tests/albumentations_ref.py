@@ -49,7 +49,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "multiplier", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix", "dxy"}
+ARRAYS = {"holes", "multiplier", "tiles", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix", "dxy"}
 
 
 def arrays(params):

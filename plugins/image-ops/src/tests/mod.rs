@@ -16,6 +16,7 @@ mod flip;
 mod geometric;
 mod glass_blur;
 mod grid_mask;
+mod grid_shuffle;
 mod invert_noise;
 mod iso_noise;
 mod keypoint_formats;
@@ -31,6 +32,7 @@ mod rotate;
 mod sharpen;
 mod targets;
 mod targets_distort;
+mod targets_extra;
 mod targets_geometry;
 mod zoom_blur;
 
@@ -193,6 +195,7 @@ fn readme_snippets_build() {
             "RandomSizedCrop",
             "CoarseDropout",
             "GridMask",
+            "RandomGridShuffle",
             "ShiftScaleRotate",
             "GridDistortion",
             "Perspective",

@@ -1,0 +1,75 @@
+//! Boxes and keypoints of the ops in `registry_extra.rs` against albumentations 2.0.8's
+//! `Compose` for the parameters the Rust op drew, in every box format.
+
+use serde_json::json;
+
+use super::reference::{albumentations_targets, TargetCase};
+use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call, H, W};
+use super::{direct, floats, run, typed};
+use crate::RandomGridShuffle;
+
+/// Every op and drawn parameter set the comparison covers.
+fn calls() -> Vec<Call> {
+    let keys = ["image"];
+    let mut calls = Vec::new();
+    for (seed, config) in [(0, "grid = [3, 3]\np = 1.0"), (1, "grid = [2, 4]\np = 1.0")]
+        .into_iter()
+        .chain((2..6).map(|s| (s, "grid = [4, 5]\np = 1.0")))
+    {
+        let s = typed::<RandomGridShuffle>(config, &keys)
+            .shuffle(H, W, seed)
+            .unwrap();
+        calls.push(Call {
+            name: "RandomGridShuffle",
+            config,
+            transform: "RandomGridShuffle",
+            init: json!({}),
+            params: json!({"tiles": s.tiles, "mapping": s.mapping}),
+            seed,
+        });
+    }
+    calls
+}
+
+#[test]
+fn extra_ops_targets_match_albumentations_for_the_drawn_parameters() {
+    let image = super::noise(&[H, W, 3], 32);
+    let kp = keypoints();
+    let (mut cases, mut ours) = (Vec::new(), Vec::new());
+    for c in calls() {
+        for (format, table, bbox_params) in bbox_settings() {
+            let config = format!(
+                "{}\nbboxes = [\"bbox\"]\nbbox_params = {table}\nkeypoints = [\"kp\"]",
+                c.config
+            );
+            let op = direct(c.name, &config, &["image", "bbox", "kp"]);
+            let bbox = boxes(format);
+            let out = run(op.as_ref(), &[&image, &bbox, &kp], c.seed);
+            let what = format!("{} ({}) seed {} {format}", c.name, c.config, c.seed);
+            ours.push((what, format, out, bbox.shallow_clone()));
+            cases.push(TargetCase {
+                transform: c.transform,
+                init: c.init.clone(),
+                params: c.params.clone(),
+                bbox_params,
+                image: image.shallow_clone(),
+                bboxes: bbox,
+                keypoints: kp.shallow_clone(),
+            });
+        }
+    }
+    let mut changed = std::collections::BTreeMap::new();
+    for ((what, format, out, given), [image, bbox, points]) in
+        ours.iter().zip(albumentations_targets(&cases))
+    {
+        assert_targets_match(what, format, out, [&image, &bbox, &points]);
+        let moved = out[1].size() != given.size() || floats(&out[1]) != floats(given);
+        *changed
+            .entry(what.split(' ').next().unwrap().to_owned())
+            .or_insert(0) += i64::from(moved);
+    }
+    // Every op's fixtures move or cut boxes, not only pass them through.
+    for (name, n) in changed {
+        assert!(n >= 4, "{name}: boxes changed in only {n} calls");
+    }
+}
