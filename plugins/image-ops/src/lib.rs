@@ -67,6 +67,7 @@ mod sharpen;
 mod sized_crop;
 mod targets;
 mod warp;
+mod xy_masking;
 mod zoom_blur;
 
 pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
@@ -115,6 +116,7 @@ pub use sized_crop::{
     Crop, FixedCropConfig, RandomResizedCrop, RandomResizedCropConfig, RandomSizedCrop,
     RandomSizedCropConfig,
 };
+pub use xy_masking::{IntRange, XYMasking, XYMaskingConfig};
 pub use zoom_blur::{ZoomBlur, ZoomBlurConfig};
 
 use crate::targets::TARGET_FIELDS;

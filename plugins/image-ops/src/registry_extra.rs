@@ -5,7 +5,7 @@
 use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{InvertImg, MultiplicativeNoise, RandomGridShuffle};
+use crate::{InvertImg, MultiplicativeNoise, RandomGridShuffle, XYMasking};
 
 const P: Field = Field::optional(
     "p",
@@ -36,6 +36,20 @@ inventory::submit! {
     Registration::numpy_op::<RandomGridShuffle>("RandomGridShuffle", "Cuts images into a grid and shuffles the cells of equal shape (masks, boxes, keypoints alike)")
     .fields(&[
         Field::optional("grid", "[integer, integer]", "[3, 3]", "Rows and columns of the grid, each at least 1"),
+        P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<XYMasking>("XYMasking", "Fills random full-height and full-width bands of images (and optionally masks) with a constant")
+    .fields(&[
+        Field::optional("num_masks_x", "integer | [integer, integer]", "0", "Number of vertical bands: [lo, hi], or n for [0, n]"),
+        Field::optional("num_masks_y", "integer | [integer, integer]", "0", "Number of horizontal bands: [lo, hi], or n for [0, n]"),
+        Field::optional("mask_x_length", "integer | [integer, integer]", "0", "Width of a vertical band in pixels: [lo, hi], or n for [0, n]"),
+        Field::optional("mask_y_length", "integer | [integer, integer]", "0", "Height of a horizontal band in pixels: [lo, hi], or n for [0, n]"),
+        Field::optional("fill_value", "float", "0", "Fill of image bands (\"fill\" also works)"),
+        Field::optional("mask_fill_value", "float", "none", "Fill of mask bands; unset leaves masks untouched (\"fill_mask\" also works)"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks"),
         P,
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])

@@ -34,6 +34,7 @@ mod targets;
 mod targets_distort;
 mod targets_extra;
 mod targets_geometry;
+mod xy_masking;
 mod zoom_blur;
 
 use std::path::{Path, PathBuf};
@@ -196,6 +197,7 @@ fn readme_snippets_build() {
             "CoarseDropout",
             "GridMask",
             "RandomGridShuffle",
+            "XYMasking",
             "ShiftScaleRotate",
             "GridDistortion",
             "Perspective",

@@ -6,7 +6,7 @@ use serde_json::json;
 use super::reference::{albumentations_targets, TargetCase};
 use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call, H, W};
 use super::{direct, floats, run, typed};
-use crate::RandomGridShuffle;
+use crate::{RandomGridShuffle, XYMasking};
 
 /// Every op and drawn parameter set the comparison covers.
 fn calls() -> Vec<Call> {
@@ -25,6 +25,18 @@ fn calls() -> Vec<Call> {
             transform: "RandomGridShuffle",
             init: json!({}),
             params: json!({"tiles": s.tiles, "mapping": s.mapping}),
+            seed,
+        });
+    }
+    let config = "num_masks_x = [1, 2]\nnum_masks_y = [0, 2]\nmask_x_length = [3, 9]\nmask_y_length = [2, 7]\np = 1.0";
+    for seed in 0..6 {
+        let holes = typed::<XYMasking>(config, &keys).holes(H, W, seed).unwrap();
+        calls.push(Call {
+            name: "XYMasking",
+            config,
+            transform: "XYMasking",
+            init: json!({"mask_x_length": 9, "mask_y_length": 7}),
+            params: json!({"holes": holes, "seed": 0}),
             seed,
         });
     }
