@@ -5,7 +5,7 @@
 use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{InvertImg, MultiplicativeNoise, RandomGridShuffle, XYMasking};
+use crate::{InvertImg, MaskDropout, MultiplicativeNoise, RandomGridShuffle, XYMasking};
 
 const P: Field = Field::optional(
     "p",
@@ -50,6 +50,17 @@ inventory::submit! {
         Field::optional("fill_value", "float", "0", "Fill of image bands (\"fill\" also works)"),
         Field::optional("mask_fill_value", "float", "none", "Fill of mask bands; unset leaves masks untouched (\"fill_mask\" also works)"),
         Field::optional("masks", "[string]", "[]", "Inputs that are label masks"),
+        P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<MaskDropout>("MaskDropout", "Erases random objects (8-connected pieces of one label) of a mask from the image and the masks")
+    .fields(&[
+        Field::optional("max_objects", "integer | [integer, integer]", "1", "Objects erased: [lo, hi], or n for [1, n]"),
+        Field::optional("image_fill_value", "float", "0", "Fill of erased image pixels (\"fill\" also works)"),
+        Field::optional("mask_fill_value", "float", "0", "Fill of erased mask pixels (\"fill_mask\" also works)"),
+        Field::required("masks", "[string]", "Inputs that are label masks; objects come from the first"),
         P,
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])

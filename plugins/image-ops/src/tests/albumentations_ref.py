@@ -49,7 +49,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "multiplier", "tiles", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix", "dxy"}
+ARRAYS = {"holes", "multiplier", "tiles", "dropout_mask", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix", "dxy"}
 
 
 def arrays(params):
@@ -253,8 +253,11 @@ def targets(case, name, init, image):
         bbox_params=A.BboxParams(**case["bbox_params"]),
         keypoint_params=A.KeypointParams(**case.get("keypoint_params", {"format": "xy"})),
     )
+    data = {"image": image}
+    if "mask" in t.targets_as_params:  # MaskDropout: the drawn params already say what goes
+        data["mask"] = np.zeros(image.shape[:2], np.uint8)
     out = compose(
-        image=image,
+        **data,
         bboxes=np.load(case["bboxes"]).astype(np.float32),
         keypoints=np.load(case["keypoints"]).astype(np.float32),
     )

@@ -20,6 +20,7 @@ mod grid_shuffle;
 mod invert_noise;
 mod iso_noise;
 mod keypoint_formats;
+mod mask_dropout;
 mod motion;
 mod optical;
 mod perspective;
@@ -198,6 +199,7 @@ fn readme_snippets_build() {
             "GridMask",
             "RandomGridShuffle",
             "XYMasking",
+            "MaskDropout",
             "ShiftScaleRotate",
             "GridDistortion",
             "Perspective",

@@ -1,12 +1,13 @@
 //! Boxes and keypoints of the ops in `registry_extra.rs` against albumentations 2.0.8's
 //! `Compose` for the parameters the Rust op drew, in every box format.
 
+use fe_plugin_api::tch::Tensor;
 use serde_json::json;
 
 use super::reference::{albumentations_targets, TargetCase};
 use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call, H, W};
 use super::{direct, floats, run, typed};
-use crate::{RandomGridShuffle, XYMasking};
+use crate::{MaskDropout, RandomGridShuffle, XYMasking};
 
 /// Every op and drawn parameter set the comparison covers.
 fn calls() -> Vec<Call> {
@@ -84,4 +85,76 @@ fn extra_ops_targets_match_albumentations_for_the_drawn_parameters() {
     for (name, n) in changed {
         assert!(n >= 4, "{name}: boxes changed in only {n} calls");
     }
+}
+
+/// A `H × W` label mask with objects over some fixture boxes and keypoints.
+fn label_mask() -> Tensor {
+    let mut m = vec![0u8; (H * W) as usize];
+    for (y0, y1, x0, x1, v) in [
+        (2, 12, 1, 9, 1),
+        (14, 22, 4, 16, 1),
+        (0, 10, 18, 31, 2),
+        (16, 24, 24, 32, 3),
+        (6, 9, 12, 18, 4),
+    ] {
+        for y in y0..y1 {
+            m[y * W as usize + x0..y * W as usize + x1].fill(v);
+        }
+    }
+    Tensor::from_slice(&m).reshape([H, W])
+}
+
+#[test]
+fn mask_dropout_targets_match_albumentations_for_the_drawn_objects() {
+    let image = super::noise(&[H, W, 3], 33);
+    let (mask, kp) = (label_mask(), keypoints());
+    let values = floats(&mask);
+    let keys = ["image", "mask", "bbox", "kp"];
+    let (mut cases, mut ours) = (Vec::new(), Vec::new());
+    for seed in 0..6 {
+        for (format, table, bbox_params) in bbox_settings() {
+            let config = format!(
+                "max_objects = [1, 4]\nmasks = [\"mask\"]\np = 1.0\nbboxes = [\"bbox\"]\nbbox_params = {table}\nkeypoints = [\"kp\"]"
+            );
+            let op = direct("MaskDropout", &config, &keys);
+            let dropped = typed::<MaskDropout>(&config, &keys)
+                .dropped(&values, (H, W), seed)
+                .unwrap();
+            let bbox = boxes(format);
+            let out = run(op.as_ref(), &[&image, &mask, &bbox, &kp], seed);
+            let out = vec![
+                out[0].shallow_clone(),
+                out[2].shallow_clone(),
+                out[3].shallow_clone(),
+            ];
+            ours.push((
+                format!("MaskDropout seed {seed} {format}"),
+                format,
+                out,
+                bbox.shallow_clone(),
+            ));
+            let rows: Vec<&[bool]> = dropped.chunks(W as usize).collect();
+            cases.push(TargetCase {
+                transform: "MaskDropout",
+                init: json!({}),
+                params: json!({ "dropout_mask": rows }),
+                bbox_params,
+                image: image.shallow_clone(),
+                bboxes: bbox,
+                keypoints: kp.shallow_clone(),
+            });
+        }
+    }
+    let (mut boxes_cut, mut points_cut) = (0, 0);
+    for ((what, format, out, given), [image, bbox, points]) in
+        ours.iter().zip(albumentations_targets(&cases))
+    {
+        assert_targets_match(what, format, out, [&image, &bbox, &points]);
+        boxes_cut += i64::from(out[1].size()[0] < given.size()[0]);
+        points_cut += i64::from(out[2].size()[0] < 6);
+    }
+    assert!(
+        boxes_cut >= 4 && points_cut >= 4,
+        "{boxes_cut} {points_cut}"
+    );
 }
