@@ -54,6 +54,7 @@ mod multiplicative_noise;
 mod optical;
 mod pad;
 mod perspective;
+mod random_scale;
 mod read;
 mod registry;
 mod registry_color;
@@ -110,6 +111,7 @@ pub use multiplicative_noise::{MultiplicativeNoise, MultiplicativeNoiseConfig, M
 pub use optical::{OpticalDistortion, OpticalDistortionConfig};
 pub use pad::{PadIfNeeded, PadIfNeededConfig, Position};
 pub use perspective::{Perspective, PerspectiveConfig};
+pub use random_scale::{RandomScale, RandomScaleConfig};
 pub use read::{ColorFlag, ReadImage, ReadImageConfig};
 pub use resize::{Resize, ResizeConfig};
 pub use rotate::{BorderMode, Limit, Rotate, RotateConfig};

@@ -5,7 +5,9 @@
 use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{InvertImg, MaskDropout, MultiplicativeNoise, RandomGridShuffle, XYMasking};
+use crate::{
+    InvertImg, MaskDropout, MultiplicativeNoise, RandomGridShuffle, RandomScale, XYMasking,
+};
 
 const P: Field = Field::optional(
     "p",
@@ -61,6 +63,16 @@ inventory::submit! {
         Field::optional("image_fill_value", "float", "0", "Fill of erased image pixels (\"fill\" also works)"),
         Field::optional("mask_fill_value", "float", "0", "Fill of erased mask pixels (\"fill_mask\" also works)"),
         Field::required("masks", "[string]", "Inputs that are label masks; objects come from the first"),
+        P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomScale>("RandomScale", "Rescales by a random factor 1 + [lo, hi] (the output size varies per sample)")
+    .fields(&[
+        Field::optional("scale_limit", "float | [float, float]", "0.1", "Factor minus 1: l means [-l, l]"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling)"),
         P,
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])

@@ -25,6 +25,7 @@ mod motion;
 mod optical;
 mod perspective;
 mod photometric;
+mod random_scale;
 mod read;
 mod reference;
 mod resize;
@@ -192,6 +193,7 @@ fn readme_snippets_build() {
             "RandomRotate90",
             "PadIfNeeded",
             "SmallestMaxSize",
+            "RandomScale",
             "Crop",
             "RandomResizedCrop",
             "RandomSizedCrop",

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::reference::{albumentations_targets, TargetCase};
 use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call, H, W};
 use super::{direct, floats, run, typed};
-use crate::{MaskDropout, RandomGridShuffle, XYMasking};
+use crate::{MaskDropout, RandomGridShuffle, RandomScale, XYMasking};
 
 /// Every op and drawn parameter set the comparison covers.
 fn calls() -> Vec<Call> {
@@ -38,6 +38,18 @@ fn calls() -> Vec<Call> {
             transform: "XYMasking",
             init: json!({"mask_x_length": 9, "mask_y_length": 7}),
             params: json!({"holes": holes, "seed": 0}),
+            seed,
+        });
+    }
+    let config = "scale_limit = [-0.5, 0.8]\np = 1.0";
+    for seed in 0..6 {
+        let s = typed::<RandomScale>(config, &keys).scale(seed).unwrap();
+        calls.push(Call {
+            name: "RandomScale",
+            config,
+            transform: "RandomScale",
+            init: json!({"scale_limit": [-0.5, 0.8]}),
+            params: json!({ "scale": s }),
             seed,
         });
     }
