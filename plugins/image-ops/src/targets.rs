@@ -169,7 +169,7 @@ impl Targets {
     /// Every output in input order: the pixel outputs as given, boxes read in pixels of an
     /// `(height, width)` image, handed to `move_boxes` and written back in their format for
     /// the `out` size, keypoints likewise (in their internal format) through `move_points`.
-    fn each(
+    pub(crate) fn each(
         &self,
         (keys, inputs, pixels): (&[String], &[&Tensor], Vec<Tensor>),
         (size, out): ((i64, i64), (i64, i64)),

@@ -58,7 +58,7 @@ import albumentations as A
 import cv2
 import numpy as np
 
-ARRAYS = {"holes", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix", "dxy"}
+ARRAYS = {"holes", "multiplier", "tiles", "dropout_mask", "noise_map", "matrix", "bbox_matrix", "matrix_bbox", "kernel", "map_x", "map_y", "sharpening_matrix", "dxy"}
 
 
 def arrays(params):
@@ -311,8 +311,11 @@ def targets(case, name, init, image):
         keypoint_params=A.KeypointParams(**case.get("keypoint_params", {"format": "xy"})),
     )
     with_normals(compose, case.get("params"))
+    data = {"image": image}
+    if "mask" in t.targets_as_params:  # MaskDropout: the drawn params already say what goes
+        data["mask"] = np.zeros(image.shape[:2], np.uint8)
     out = compose(
-        image=image,
+        **data,
         bboxes=np.load(case["bboxes"]).astype(np.float32),
         keypoints=np.load(case["keypoints"]).astype(np.float32),
     )

@@ -16,14 +16,18 @@ mod flip;
 mod geometric;
 mod glass_blur;
 mod grid_mask;
+mod grid_shuffle;
+mod invert_noise;
 mod iso_noise;
 mod keypoint_formats;
+mod mask_dropout;
 mod motion;
 mod optical;
 mod perspective;
 mod photometric;
 mod piecewise;
 mod pil;
+mod random_scale;
 mod read;
 mod reference;
 mod resize;
@@ -33,8 +37,10 @@ mod rua;
 mod sharpen;
 mod targets;
 mod targets_distort;
+mod targets_extra;
 mod targets_geometry;
 mod thin_plate;
+mod xy_masking;
 mod zoom_blur;
 
 use std::path::{Path, PathBuf};
@@ -191,11 +197,15 @@ fn readme_snippets_build() {
             "RandomRotate90",
             "PadIfNeeded",
             "SmallestMaxSize",
+            "RandomScale",
             "Crop",
             "RandomResizedCrop",
             "RandomSizedCrop",
             "CoarseDropout",
             "GridMask",
+            "RandomGridShuffle",
+            "XYMasking",
+            "MaskDropout",
             "ShiftScaleRotate",
             "GridDistortion",
             "Perspective",

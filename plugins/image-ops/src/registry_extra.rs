@@ -1,0 +1,79 @@
+//! Registrations of the FastEstimator ops added after issue 32's list (InvertImg,
+//! MultiplicativeNoise, the grid shuffle, the masking dropouts, the box-aware crops): what
+//! `fe-host plugins list` shows.
+
+use crate::targets::TARGET_FIELDS;
+use fe_plugin_api::{inventory, Field, Registration};
+
+use crate::{
+    InvertImg, MaskDropout, MultiplicativeNoise, RandomGridShuffle, RandomScale, XYMasking,
+};
+
+const P: Field = Field::optional(
+    "p",
+    "float",
+    "0.5",
+    "Probability of transforming a sample, in [0, 1]",
+);
+const UNTOUCHED: Field = Field::optional(
+    "masks",
+    "[string]",
+    "[]",
+    "Inputs left untouched (label masks)",
+);
+
+inventory::submit! {
+    Registration::numpy_op::<InvertImg>("InvertImg", "Inverts images: max - x (255 for uint8, 1 for floats)").fields(&[UNTOUCHED, P])
+}
+inventory::submit! {
+    Registration::numpy_op::<MultiplicativeNoise>("MultiplicativeNoise", "Multiplies images by random factors (per image, channel, pixel, or pixel and channel)")
+    .fields(&[
+        Field::optional("multiplier", "float | [float, float]", "[0.9, 1.1]", "Factor range, drawn uniformly (m means always m)"),
+        Field::optional("per_channel", "bool", "false", "A factor per channel"),
+        Field::optional("elementwise", "bool", "false", "A factor per pixel"),
+        UNTOUCHED, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomGridShuffle>("RandomGridShuffle", "Cuts images into a grid and shuffles the cells of equal shape (masks, boxes, keypoints alike)")
+    .fields(&[
+        Field::optional("grid", "[integer, integer]", "[3, 3]", "Rows and columns of the grid, each at least 1"),
+        P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<XYMasking>("XYMasking", "Fills random full-height and full-width bands of images (and optionally masks) with a constant")
+    .fields(&[
+        Field::optional("num_masks_x", "integer | [integer, integer]", "0", "Number of vertical bands: [lo, hi], or n for [0, n]"),
+        Field::optional("num_masks_y", "integer | [integer, integer]", "0", "Number of horizontal bands: [lo, hi], or n for [0, n]"),
+        Field::optional("mask_x_length", "integer | [integer, integer]", "0", "Width of a vertical band in pixels: [lo, hi], or n for [0, n]"),
+        Field::optional("mask_y_length", "integer | [integer, integer]", "0", "Height of a horizontal band in pixels: [lo, hi], or n for [0, n]"),
+        Field::optional("fill_value", "float", "0", "Fill of image bands (\"fill\" also works)"),
+        Field::optional("mask_fill_value", "float", "none", "Fill of mask bands; unset leaves masks untouched (\"fill_mask\" also works)"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks"),
+        P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<MaskDropout>("MaskDropout", "Erases random objects (8-connected pieces of one label) of a mask from the image and the masks")
+    .fields(&[
+        Field::optional("max_objects", "integer | [integer, integer]", "1", "Objects erased: [lo, hi], or n for [1, n]"),
+        Field::optional("image_fill_value", "float", "0", "Fill of erased image pixels (\"fill\" also works)"),
+        Field::optional("mask_fill_value", "float", "0", "Fill of erased mask pixels (\"fill_mask\" also works)"),
+        Field::required("masks", "[string]", "Inputs that are label masks; objects come from the first"),
+        P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomScale>("RandomScale", "Rescales by a random factor 1 + [lo, hi] (the output size varies per sample)")
+    .fields(&[
+        Field::optional("scale_limit", "float | [float, float]", "0.1", "Factor minus 1: l means [-l, l]"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling)"),
+        P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
