@@ -14,6 +14,7 @@ mod color;
 mod affine;
 mod autocontrast;
 mod blur;
+mod border_crop;
 mod box_blur;
 mod boxes;
 mod bytes;
@@ -84,6 +85,7 @@ mod zoom_blur;
 pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
 pub use autocontrast::{AutoContrast, AutoContrastConfig};
 pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
+pub use border_crop::{RandomCropFromBorders, RandomCropFromBordersConfig};
 pub use box_blur::{Blur, BlurConfig};
 pub use boxes::{BboxFormat, BboxParams, BboxParamsConfig};
 pub use channel_ops::{

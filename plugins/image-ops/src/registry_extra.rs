@@ -6,7 +6,8 @@ use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{
-    InvertImg, MaskDropout, MultiplicativeNoise, RandomGridShuffle, RandomScale, XYMasking,
+    InvertImg, MaskDropout, MultiplicativeNoise, RandomCropFromBorders, RandomGridShuffle,
+    RandomScale, XYMasking,
 };
 
 const P: Field = Field::optional(
@@ -74,6 +75,17 @@ inventory::submit! {
         Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling of images; masks always use nearest"),
         Field::optional("masks", "[string]", "[]", "Inputs that are label masks (nearest sampling)"),
         P,
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomCropFromBorders>("RandomCropFromBorders", "Cuts a random amount off each side (the output size varies per sample)")
+    .fields(&[
+        Field::optional("crop_left", "float", "0.1", "Most of the width cut from the left, in [0, 1]"),
+        Field::optional("crop_right", "float", "0.1", "Most of the width cut from the right; crop_left + crop_right <= 1"),
+        Field::optional("crop_top", "float", "0.1", "Most of the height cut from the top, in [0, 1]"),
+        Field::optional("crop_bottom", "float", "0.1", "Most of the height cut from the bottom; crop_top + crop_bottom <= 1"),
+        Field::optional("p", "float", "1.0", "Probability of cropping a sample, in [0, 1]"),
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }

@@ -4,6 +4,7 @@
 mod affine;
 mod autocontrast;
 mod blur;
+mod border_crop;
 mod box_blur;
 mod clahe;
 mod color_more;
@@ -201,6 +202,7 @@ fn readme_snippets_build() {
             "Crop",
             "RandomResizedCrop",
             "RandomSizedCrop",
+            "RandomCropFromBorders",
             "CoarseDropout",
             "GridMask",
             "RandomGridShuffle",

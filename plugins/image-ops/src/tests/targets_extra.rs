@@ -7,7 +7,7 @@ use serde_json::json;
 use super::reference::{albumentations_targets, TargetCase};
 use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call, H, W};
 use super::{direct, floats, run, typed};
-use crate::{MaskDropout, RandomGridShuffle, RandomScale, XYMasking};
+use crate::{MaskDropout, RandomCropFromBorders, RandomGridShuffle, RandomScale, XYMasking};
 
 /// Every op and drawn parameter set the comparison covers.
 fn calls() -> Vec<Call> {
@@ -50,6 +50,18 @@ fn calls() -> Vec<Call> {
             transform: "RandomScale",
             init: json!({"scale_limit": [-0.5, 0.8]}),
             params: json!({ "scale": s }),
+            seed,
+        });
+    }
+    let config = "crop_left = 0.4\ncrop_right = 0.4\ncrop_top = 0.5\ncrop_bottom = 0.3";
+    for seed in 0..6 {
+        let window = typed::<RandomCropFromBorders>(config, &keys).window(H, W, seed);
+        calls.push(Call {
+            name: "RandomCropFromBorders",
+            config,
+            transform: "RandomCropFromBorders",
+            init: json!({}),
+            params: json!({ "crop_coords": window }),
             seed,
         });
     }
