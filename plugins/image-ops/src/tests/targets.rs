@@ -360,12 +360,21 @@ pub(super) fn row_diff(what: &str, ours: &Tensor, reference: &Tensor) -> f64 {
         .fold(0.0, f64::max)
 }
 
-#[test]
-fn boxes_and_keypoints_match_albumentations_for_the_drawn_parameters() {
-    let image = noise(&[H, W, 3], 21);
+/// One call of [`compare_targets`] in one box format: what ran, our outputs and the boxes given.
+pub(super) struct Compared {
+    pub what: String,
+    pub out: Vec<Tensor>,
+    pub given: Tensor,
+}
+
+/// Runs every call in every box format through our op (inputs `image`, boxes, keypoints)
+/// and through albumentations' `Compose` with the parameters the op drew, asserts that
+/// they agree ([`assert_targets_match`]) and hands ours back for the caller's coverage
+/// counts.
+pub(super) fn compare_targets(calls: &[Call], image: &Tensor) -> Vec<Compared> {
     let kp = keypoints();
     let (mut cases, mut ours) = (Vec::new(), Vec::new());
-    for c in calls() {
+    for c in calls {
         for (format, table, bbox_params) in bbox_settings() {
             let config = format!(
                 "{}\nbboxes = [\"bbox\"]\nbbox_params = {table}\nkeypoints = [\"kp\"]",
@@ -373,8 +382,9 @@ fn boxes_and_keypoints_match_albumentations_for_the_drawn_parameters() {
             );
             let op = direct(c.name, &config, &["image", "bbox", "kp"]);
             let bbox = boxes(format);
-            let out = run(op.as_ref(), &[&image, &bbox, &kp], c.seed);
-            ours.push((format!("{} seed {} {format}", c.name, c.seed), format, out));
+            let out = run(op.as_ref(), &[image, &bbox, &kp], c.seed);
+            let what = format!("{} ({}) seed {} {format}", c.name, c.config, c.seed);
+            ours.push((what, format, out, bbox.shallow_clone()));
             cases.push(TargetCase {
                 transform: c.transform,
                 init: c.init.clone(),
@@ -386,11 +396,19 @@ fn boxes_and_keypoints_match_albumentations_for_the_drawn_parameters() {
             });
         }
     }
+    ours.into_iter()
+        .zip(albumentations_targets(&cases))
+        .map(|((what, format, out, given), [image, bbox, points])| {
+            assert_targets_match(&what, format, &out, [&image, &bbox, &points]);
+            Compared { what, out, given }
+        })
+        .collect()
+}
+
+#[test]
+fn boxes_and_keypoints_match_albumentations_for_the_drawn_parameters() {
     let (mut dropped, mut added) = (0, 0);
-    for ((what, format, out), [image, bbox, points]) in
-        ours.iter().zip(albumentations_targets(&cases))
-    {
-        assert_targets_match(what, format, out, [&image, &bbox, &points]);
+    for Compared { what, out, .. } in compare_targets(&calls(), &noise(&[H, W, 3], 21)) {
         assert_eq!(out[1].kind(), Kind::Float, "{what}: boxes keep float32");
         let n = out[1].size()[0];
         dropped += i64::from(n < 6);

@@ -6,8 +6,7 @@
 use fe_plugin_api::tch::{Device, Kind, Tensor};
 use serde_json::{json, Value};
 
-use super::reference::{albumentations_targets, TargetCase};
-use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call, H, W};
+use super::targets::{compare_targets, Call, Compared, H, W};
 use super::{direct, floats, ints, run, typed};
 use crate::distort::grid_axis;
 use crate::perspective::{corners, perspective_params};
@@ -165,37 +164,9 @@ pub(super) fn calls() -> Vec<Call> {
 
 #[test]
 fn distortion_and_dropout_targets_match_albumentations_for_the_drawn_parameters() {
-    let image = super::noise(&[H, W, 3], 31);
-    let kp = keypoints();
-    let (mut cases, mut ours) = (Vec::new(), Vec::new());
-    for c in calls() {
-        for (format, table, bbox_params) in bbox_settings() {
-            let config = format!(
-                "{}\nbboxes = [\"bbox\"]\nbbox_params = {table}\nkeypoints = [\"kp\"]",
-                c.config
-            );
-            let op = direct(c.name, &config, &["image", "bbox", "kp"]);
-            let bbox = boxes(format);
-            let out = run(op.as_ref(), &[&image, &bbox, &kp], c.seed);
-            let what = format!("{} ({}) seed {} {format}", c.name, c.config, c.seed);
-            ours.push((what, format, out, bbox.shallow_clone()));
-            cases.push(TargetCase {
-                transform: c.transform,
-                init: c.init.clone(),
-                params: c.params.clone(),
-                bbox_params,
-                image: image.shallow_clone(),
-                bboxes: bbox,
-                keypoints: kp.shallow_clone(),
-            });
-        }
-    }
     let (mut moved, mut dropped) = (0, 0);
-    for ((what, format, out, given), [image, bbox, points]) in
-        ours.iter().zip(albumentations_targets(&cases))
-    {
-        assert_targets_match(what, format, out, [&image, &bbox, &points]);
-        moved += i64::from(out[1].size() != given.size() || floats(&out[1]) != floats(given));
+    for Compared { out, given, .. } in compare_targets(&calls(), &super::noise(&[H, W, 3], 31)) {
+        moved += i64::from(out[1].size() != given.size() || floats(&out[1]) != floats(&given));
         dropped += i64::from(out[1].size()[0] < given.size()[0] || out[2].size()[0] < 6);
     }
     // The fixtures exercise the moves and the filters, not only pass rows through.

@@ -5,7 +5,9 @@ use fe_plugin_api::tch::Tensor;
 use serde_json::json;
 
 use super::reference::{albumentations_targets, TargetCase};
-use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, Call, H, W};
+use super::targets::{
+    assert_targets_match, bbox_settings, boxes, compare_targets, keypoints, Call, Compared, H, W,
+};
 use super::{direct, floats, run, typed};
 use crate::{MaskDropout, RandomCropFromBorders, RandomGridShuffle, RandomScale, XYMasking};
 
@@ -70,37 +72,9 @@ fn calls() -> Vec<Call> {
 
 #[test]
 fn extra_ops_targets_match_albumentations_for_the_drawn_parameters() {
-    let image = super::noise(&[H, W, 3], 32);
-    let kp = keypoints();
-    let (mut cases, mut ours) = (Vec::new(), Vec::new());
-    for c in calls() {
-        for (format, table, bbox_params) in bbox_settings() {
-            let config = format!(
-                "{}\nbboxes = [\"bbox\"]\nbbox_params = {table}\nkeypoints = [\"kp\"]",
-                c.config
-            );
-            let op = direct(c.name, &config, &["image", "bbox", "kp"]);
-            let bbox = boxes(format);
-            let out = run(op.as_ref(), &[&image, &bbox, &kp], c.seed);
-            let what = format!("{} ({}) seed {} {format}", c.name, c.config, c.seed);
-            ours.push((what, format, out, bbox.shallow_clone()));
-            cases.push(TargetCase {
-                transform: c.transform,
-                init: c.init.clone(),
-                params: c.params.clone(),
-                bbox_params,
-                image: image.shallow_clone(),
-                bboxes: bbox,
-                keypoints: kp.shallow_clone(),
-            });
-        }
-    }
     let mut changed = std::collections::BTreeMap::new();
-    for ((what, format, out, given), [image, bbox, points]) in
-        ours.iter().zip(albumentations_targets(&cases))
-    {
-        assert_targets_match(what, format, out, [&image, &bbox, &points]);
-        let moved = out[1].size() != given.size() || floats(&out[1]) != floats(given);
+    for Compared { what, out, given } in compare_targets(&calls(), &super::noise(&[H, W, 3], 32)) {
+        let moved = out[1].size() != given.size() || floats(&out[1]) != floats(&given);
         *changed
             .entry(what.split(' ').next().unwrap().to_owned())
             .or_insert(0) += i64::from(moved);

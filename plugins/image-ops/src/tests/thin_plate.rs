@@ -5,11 +5,8 @@
 use fe_plugin_api::tch::{Device, Kind, Tensor};
 use serde_json::{json, Value};
 
-use super::reference::{
-    albumentations, albumentations_samples, albumentations_targets, ks_statistic, max_diff, Case,
-    TargetCase,
-};
-use super::targets::{assert_targets_match, bbox_settings, boxes, keypoints, H, W};
+use super::reference::{albumentations, albumentations_samples, ks_statistic, max_diff, Case};
+use super::targets::{compare_targets, Call, Compared, H, W};
 use super::{direct, floats, ints, noise, run, typed};
 use crate::ThinPlateSpline;
 
@@ -136,45 +133,24 @@ const DIRECT: &str = "scale_range = [0.5, 1.0]\np = 1.0\nkeypoint_remapping_meth
 
 #[test]
 fn thin_plate_spline_targets_match_albumentations_for_the_drawn_maps() {
-    let image = noise(&[H, W, 3], 41);
-    let kp = keypoints();
-    let (mut cases, mut ours) = (Vec::new(), Vec::new());
+    let mut calls = Vec::new();
     for (config, method) in [(MASK, "mask"), (DIRECT, "direct")] {
         let inner = typed::<ThinPlateSpline>(config, &["image"]);
         for seed in 0..4 {
             let [mx, my] = inner.maps(&inner.offsets(seed).unwrap(), H as usize, W as usize);
-            let params = json!({"map_x": rows(&mx, W as usize), "map_y": rows(&my, W as usize)});
-            for (format, table, bbox_params) in bbox_settings() {
-                let config = format!(
-                    "{config}\nbboxes = [\"bbox\"]\nbbox_params = {table}\nkeypoints = [\"kp\"]"
-                );
-                let op = direct("ThinPlateSpline", &config, &["image", "bbox", "kp"]);
-                let bbox = boxes(format);
-                let out = run(op.as_ref(), &[&image, &bbox, &kp], seed);
-                ours.push((
-                    format!("{method} seed {seed} {format}"),
-                    format,
-                    out,
-                    bbox.shallow_clone(),
-                ));
-                cases.push(TargetCase {
-                    transform: "ThinPlateSpline",
-                    init: json!({ "keypoint_remapping_method": method }),
-                    params: params.clone(),
-                    bbox_params,
-                    image: image.shallow_clone(),
-                    bboxes: bbox,
-                    keypoints: kp.shallow_clone(),
-                });
-            }
+            calls.push(Call {
+                name: "ThinPlateSpline",
+                config,
+                transform: "ThinPlateSpline",
+                init: json!({ "keypoint_remapping_method": method }),
+                params: json!({"map_x": rows(&mx, W as usize), "map_y": rows(&my, W as usize)}),
+                seed,
+            });
         }
     }
     let mut moved = 0;
-    for ((what, format, out, given), [image, bbox, points]) in
-        ours.iter().zip(albumentations_targets(&cases))
-    {
-        assert_targets_match(what, format, out, [&image, &bbox, &points]);
-        moved += i64::from(out[1].size() != given.size() || floats(&out[1]) != floats(given));
+    for Compared { out, given, .. } in compare_targets(&calls, &noise(&[H, W, 3], 41)) {
+        moved += i64::from(out[1].size() != given.size() || floats(&out[1]) != floats(&given));
     }
     assert!(moved >= 24, "boxes moved in {moved} of 32 calls");
 }
