@@ -21,6 +21,7 @@ mod grid_shuffle;
 mod invert_noise;
 mod iso_noise;
 mod keypoint_formats;
+mod mask_crop;
 mod mask_dropout;
 mod motion;
 mod optical;
@@ -203,6 +204,7 @@ fn readme_snippets_build() {
             "RandomResizedCrop",
             "RandomSizedCrop",
             "RandomCropFromBorders",
+            "CropNonEmptyMaskIfExists",
             "CoarseDropout",
             "GridMask",
             "RandomGridShuffle",
