@@ -25,6 +25,7 @@ mod components;
 mod compression;
 mod crop;
 mod cv_gaussian;
+mod defocus;
 mod distort;
 mod downscale;
 mod dropout;
@@ -100,6 +101,7 @@ pub use color_ops::{
 };
 pub use compression::{ImageCompression, ImageCompressionConfig};
 pub use crop::{CenterCrop, CropConfig, RandomCrop};
+pub use defocus::{Defocus, DefocusConfig};
 pub use distort::{GridDistortion, GridDistortionConfig};
 pub use downscale::{Downscale, DownscaleConfig, InterpolationPair};
 pub use dropout::{CoarseDropout, CoarseDropoutConfig};

@@ -10,6 +10,7 @@ mod clahe;
 mod color_more;
 mod crop;
 mod cv_gaussian;
+mod defocus;
 mod degrade;
 mod distort;
 mod elastic;
