@@ -27,9 +27,19 @@ pub(crate) fn auto_size(sigma: f64, uint8: bool) -> usize {
     ((sigma * reach * 2.0 + 1.0).round_ties_even() as i64 | 1) as usize
 }
 
-/// OpenCV's `getGaussianKernelBitExact` for odd `n` and `sigma > 0`: normalised so the centre
-/// is exactly `1 / sum`, the order OpenCV sums in.
+/// OpenCV's `getGaussianKernelBitExact` for odd `n`: normalised so the centre is exactly
+/// `1 / sum`, the order OpenCV sums in. `sigma <= 0` takes OpenCV's fixed binomial kernels
+/// for sizes 1, 3 and 5 (`Defocus` asks for them with `alias_blur = 0`) and a sigma derived
+/// from the size otherwise.
 pub(crate) fn kernel(n: usize, sigma: f64) -> Vec<f64> {
+    if sigma <= 0.0 {
+        return match n {
+            1 => vec![1.0],
+            3 => vec![0.25, 0.5, 0.25],
+            5 => vec![0.0625, 0.25, 0.375, 0.25, 0.0625],
+            _ => kernel(n, 0.3 * ((n as f64 - 1.0) * 0.5 - 1.0) + 0.8),
+        };
+    }
     let scale = -0.125 / (sigma * sigma);
     let half = (n - 1) / 2;
     let mut tails = Vec::with_capacity(half);

@@ -3,7 +3,7 @@
 //! `create_motion_kernel` does (points along `linspace`, rounded half to even), then
 //! averaged over like `cv2.filter2D` (border reflect-101).
 
-use fe_plugin_api::tch::{Kind, Tensor};
+use fe_plugin_api::tch::Tensor;
 use fe_plugin_api::{Error, Result};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -146,32 +146,34 @@ impl Pixels for Motion {
     fn apply(&self, params: &[f64], x: &Tensor, layout: &Spatial) -> Result<Tensor> {
         let size = params[0] as i64;
         let kernel = motion_kernel(size, params[1], params[2], [params[3], params[4]]);
-        let (h, w, r) = (layout.h_axis, layout.w_axis(), size / 2);
-        let v = values(x)?;
-        let padded = pad_axis(
-            &pad_axis(&v, h, r, BorderMode::Reflect101)?,
-            w,
-            r,
-            BorderMode::Reflect101,
-        )?;
-        let mut out = v.f_zeros_like()?;
-        for (i, &weight) in kernel.iter().enumerate() {
-            if weight == 0.0 {
-                continue;
-            }
-            let (dy, dx) = (i as i64 / size, i as i64 % size);
-            let window = padded
-                .f_narrow(h, dy, layout.height)?
-                .f_narrow(w, dx, layout.width)?;
-            out = out.f_add(&window.f_mul_scalar(f64::from(weight))?)?;
-        }
-        let kind = if x.kind() == Kind::Double {
-            Kind::Double
-        } else {
-            Kind::Float
-        };
-        restore(&out.f_to_kind(kind)?, x.kind(), ToUint8::Round)
+        let out = filter2d(&values(x)?, layout, &kernel, size)?;
+        restore(&out, x.kind(), ToUint8::Round)
     }
+}
+
+/// `cv2.filter2D` of `v` (float, in `layout`) with the row-major `size × size` `kernel`
+/// centred on each pixel, border reflect-101, summed in `v`'s kind; zero taps are skipped,
+/// which sparse kernels (a line, a disc) make cheap.
+pub(crate) fn filter2d(v: &Tensor, layout: &Spatial, kernel: &[f32], size: i64) -> Result<Tensor> {
+    let (h, w, r) = (layout.h_axis, layout.w_axis(), size / 2);
+    let padded = pad_axis(
+        &pad_axis(v, h, r, BorderMode::Reflect101)?,
+        w,
+        r,
+        BorderMode::Reflect101,
+    )?;
+    let mut out = v.f_zeros_like()?;
+    for (i, &weight) in kernel.iter().enumerate() {
+        if weight == 0.0 {
+            continue;
+        }
+        let (dy, dx) = (i as i64 / size, i as i64 % size);
+        let window = padded
+            .f_narrow(h, dy, layout.height)?
+            .f_narrow(w, dx, layout.width)?;
+        out = out.f_add(&window.f_mul_scalar(f64::from(weight))?)?;
+    }
+    Ok(out)
 }
 
 photometric!(

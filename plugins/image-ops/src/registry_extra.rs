@@ -1,13 +1,13 @@
 //! Registrations of the FastEstimator ops added after issue 32's list (InvertImg,
-//! MultiplicativeNoise, the grid shuffle, the masking dropouts, the box-aware crops): what
-//! `fe-host plugins list` shows.
+//! MultiplicativeNoise, the grid shuffle, the masking dropouts, the box- and mask-aware
+//! crops): what `fe-host plugins list` shows.
 
 use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{
-    InvertImg, MaskDropout, MultiplicativeNoise, RandomCropFromBorders, RandomGridShuffle,
-    RandomScale, XYMasking,
+    CropNonEmptyMaskIfExists, InvertImg, MaskDropout, MultiplicativeNoise, RandomCropFromBorders,
+    RandomGridShuffle, RandomScale, XYMasking,
 };
 
 const P: Field = Field::optional(
@@ -85,6 +85,18 @@ inventory::submit! {
         Field::optional("crop_right", "float", "0.1", "Most of the width cut from the right; crop_left + crop_right <= 1"),
         Field::optional("crop_top", "float", "0.1", "Most of the height cut from the top, in [0, 1]"),
         Field::optional("crop_bottom", "float", "0.1", "Most of the height cut from the bottom; crop_top + crop_bottom <= 1"),
+        Field::optional("p", "float", "1.0", "Probability of cropping a sample, in [0, 1]"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<CropNonEmptyMaskIfExists>("CropNonEmptyMaskIfExists", "Crops height x width around a random labelled pixel of the masks (anywhere when they are empty)")
+    .fields(&[
+        Field::required("height", "integer", "Height of the window in pixels, at most the image's"),
+        Field::required("width", "integer", "Width of the window in pixels, at most the image's"),
+        Field::optional("ignore_values", "[integer]", "[]", "Mask values that count as background, besides 0"),
+        Field::optional("ignore_channels", "[integer]", "[]", "Channels of (H, W, C) masks not looked at"),
+        Field::required("masks", "[string]", "Inputs whose labelled pixels choose the window (their union); all pixel inputs are cropped"),
         Field::optional("p", "float", "1.0", "Probability of cropping a sample, in [0, 1]"),
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])

@@ -1,9 +1,10 @@
-//! Registrations of the image-degradation ops (down-up scaling, JPEG, motion blur, CLAHE):
+//! Registrations of the image-degradation ops (down-up scaling, JPEG, motion and defocus
+//! blur, CLAHE):
 //! what `fe-host plugins list` shows.
 
 use fe_plugin_api::{inventory, Field, Registration};
 
-use crate::{Downscale, ISONoise, ImageCompression, MotionBlur, CLAHE};
+use crate::{Defocus, Downscale, ISONoise, ImageCompression, MotionBlur, CLAHE};
 
 const P: Field = Field::optional(
     "p",
@@ -41,6 +42,14 @@ inventory::submit! {
         Field::optional("allow_shifted", "bool", "true", "Let the line move off the kernel centre"),
         Field::optional("angle_range", "[float, float]", "[0, 360]", "Line angle range in degrees"),
         Field::optional("direction_range", "[float, float]", "[-1, 1]", "Bias: -1 backward only, 0 symmetric, 1 forward only"),
+        MASKS, P,
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<Defocus>("Defocus", "Average over a disc of random radius softened by a small Gaussian (out-of-focus lens), cv2.filter2D (border reflect-101)")
+    .fields(&[
+        Field::optional("radius", "integer | [integer, integer]", "[3, 10]", "Disc radius range in pixels (r means [1, r]), at least 1"),
+        Field::optional("alias_blur", "float | [float, float]", "[0.1, 0.5]", "Sigma range of the Gaussian softening the disc (s means [0, s]), at least 0"),
         MASKS, P,
     ])
 }

@@ -43,8 +43,8 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
            normal draws;
   numpy_draws  numpy's own draws, for distribution checks: params["n"] values of
            Generator.poisson(params["lam"]) and of .normal(0, params["sigma"]), stacked;
-  sample   draws `n` parameter sets for an image of `shape` and writes params[key] of each
-           as one row of `out_image`: the parameter distribution.
+  sample   draws `n` parameter sets for an image of `shape` (and the `mask`, if given) and
+           writes params[key] of each as one row of `out_image`: the parameter distribution.
 """
 
 import json
@@ -245,7 +245,10 @@ def run(case):
         for _ in range(case["n"]):
             params = t.get_params()
             params["shape"] = tuple(case["shape"])
-            params.update(t.get_params_dependent_on_data(params, {"image": np.zeros(case["shape"], np.uint8)}))
+            data = {"image": np.zeros(case["shape"], np.uint8)}
+            if case.get("mask"):
+                data["mask"] = np.load(case["mask"])
+            params.update(t.get_params_dependent_on_data(params, data))
             rows.append(np.asarray(params[case["key"]], dtype=np.float64).ravel())
         width = max(len(r) for r in rows)  # kernels differ in length: pad with NaN
         rows = [np.pad(r, (0, width - len(r)), constant_values=np.nan) for r in rows]

@@ -10,6 +10,7 @@ mod clahe;
 mod color_more;
 mod crop;
 mod cv_gaussian;
+mod defocus;
 mod degrade;
 mod distort;
 mod elastic;
@@ -21,6 +22,7 @@ mod grid_shuffle;
 mod invert_noise;
 mod iso_noise;
 mod keypoint_formats;
+mod mask_crop;
 mod mask_dropout;
 mod motion;
 mod optical;
@@ -203,6 +205,7 @@ fn readme_snippets_build() {
             "RandomResizedCrop",
             "RandomSizedCrop",
             "RandomCropFromBorders",
+            "CropNonEmptyMaskIfExists",
             "CoarseDropout",
             "GridMask",
             "RandomGridShuffle",

@@ -132,17 +132,40 @@ pub(super) fn albumentations_samples(
     key: &str,
     n: usize,
 ) -> Vec<Vec<f64>> {
+    samples(transform, init, shape, None, key, n)
+}
+
+/// [`albumentations_samples`] for an op whose draws depend on the `mask` it sees.
+pub(super) fn albumentations_mask_samples(
+    transform: &'static str,
+    init: Value,
+    mask: &Tensor,
+    key: &str,
+    n: usize,
+) -> Vec<Vec<f64>> {
+    let size = mask.size();
+    samples(transform, init, &[size[0], size[1], 3], Some(mask), key, n)
+}
+
+fn samples(
+    transform: &'static str,
+    init: Value,
+    shape: &[i64],
+    mask: Option<&Tensor>,
+    key: &str,
+    n: usize,
+) -> Vec<Vec<f64>> {
     let dir = TempDir::new(&format!("albu-samples-{transform}-{}", unique()));
-    let out = dir
-        .path()
-        .join("samples.npy")
-        .to_string_lossy()
-        .into_owned();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let (out, mask_path) = (path("samples.npy"), mask.map(|_| path("mask.npy")));
+    if let (Some(m), Some(p)) = (mask, &mask_path) {
+        m.write_npy(p).unwrap();
+    }
     run_script(
         &dir,
         vec![json!({
             "kind": "sample", "transform": transform, "init": init, "shape": shape,
-            "key": key, "n": n, "out_image": out,
+            "mask": mask_path, "key": key, "n": n, "out_image": out,
         })],
     );
     let samples = Tensor::read_npy(&out).unwrap().to_kind(Kind::Double);

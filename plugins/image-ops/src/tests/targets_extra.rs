@@ -9,10 +9,13 @@ use super::targets::{
     assert_targets_match, bbox_settings, boxes, compare_targets, keypoints, Call, Compared, H, W,
 };
 use super::{direct, floats, run, typed};
-use crate::{MaskDropout, RandomCropFromBorders, RandomGridShuffle, RandomScale, XYMasking};
+use crate::{
+    CropNonEmptyMaskIfExists, MaskDropout, RandomCropFromBorders, RandomGridShuffle, RandomScale,
+    XYMasking,
+};
 
-/// Every op and drawn parameter set the comparison covers.
-fn calls() -> Vec<Call> {
+/// Every op and drawn parameter set the comparison covers, on `image`.
+fn calls(image: &Tensor) -> Vec<Call> {
     let keys = ["image"];
     let mut calls = Vec::new();
     for (seed, config) in [(0, "grid = [3, 3]\np = 1.0"), (1, "grid = [2, 4]\np = 1.0")]
@@ -67,13 +70,29 @@ fn calls() -> Vec<Call> {
             seed,
         });
     }
+    // The image is its own mask here: the window holds one of its non-zero pixels.
+    let config = "height = 14\nwidth = 17\nmasks = [\"image\"]";
+    let op = typed::<CropNonEmptyMaskIfExists>(config, &["image", "bbox", "kp"]);
+    let labelled = op.labelled(&[image, image, image]).unwrap();
+    for seed in 0..6 {
+        let window = op.draw(&labelled, (H, W), seed).unwrap().window;
+        calls.push(Call {
+            name: "CropNonEmptyMaskIfExists",
+            config,
+            transform: "CropNonEmptyMaskIfExists",
+            init: json!({"height": 14, "width": 17}),
+            params: json!({ "crop_coords": window }),
+            seed,
+        });
+    }
     calls
 }
 
 #[test]
 fn extra_ops_targets_match_albumentations_for_the_drawn_parameters() {
     let mut changed = std::collections::BTreeMap::new();
-    for Compared { what, out, given } in compare_targets(&calls(), &super::noise(&[H, W, 3], 32)) {
+    let image = super::noise(&[H, W, 3], 32);
+    for Compared { what, out, given } in compare_targets(&calls(&image), &image) {
         let moved = out[1].size() != given.size() || floats(&out[1]) != floats(&given);
         *changed
             .entry(what.split(' ').next().unwrap().to_owned())
