@@ -24,6 +24,8 @@ mod color_ops;
 mod components;
 mod compression;
 mod crop;
+mod crop_and_pad;
+mod crop_and_pad_sides;
 mod cv_gaussian;
 mod distort;
 mod downscale;
@@ -99,6 +101,8 @@ pub use color_ops::{
 };
 pub use compression::{ImageCompression, ImageCompressionConfig};
 pub use crop::{CenterCrop, CropConfig, RandomCrop};
+pub use crop_and_pad::{CropAndPad, CropAndPadConfig};
+pub use crop_and_pad_sides::{Amounts, SideAmount};
 pub use distort::{GridDistortion, GridDistortionConfig};
 pub use downscale::{Downscale, DownscaleConfig, InterpolationPair};
 pub use dropout::{CoarseDropout, CoarseDropoutConfig};

@@ -9,6 +9,7 @@ mod box_blur;
 mod clahe;
 mod color_more;
 mod crop;
+mod crop_and_pad;
 mod cv_gaussian;
 mod degrade;
 mod distort;
