@@ -204,6 +204,7 @@ fn readme_snippets_build() {
             "RandomResizedCrop",
             "RandomSizedCrop",
             "RandomCropFromBorders",
+            "CropAndPad",
             "CoarseDropout",
             "GridMask",
             "RandomGridShuffle",
