@@ -45,12 +45,13 @@ pub struct CropAndPadConfig {
     /// How the padding is filled (default `"constant"`). `pad_mode` also works.
     #[serde(default = "constant", alias = "pad_mode")]
     pub border_mode: BorderMode,
-    /// Image fill for `"constant"` (default 0). `pad_cval` also works.
-    #[serde(default, alias = "pad_cval")]
-    pub fill: f64,
-    /// Mask fill for `"constant"` (default 0). `pad_cval_mask` also works.
-    #[serde(default, alias = "pad_cval_mask")]
-    pub fill_mask: f64,
+    /// Image fill for `"constant"` (default 0): a number, `[a, b]` drawn uniformly per call,
+    /// or a list to pick from. `pad_cval` also works.
+    #[serde(default = "zero", alias = "pad_cval")]
+    pub fill: Fill,
+    /// Mask fill for `"constant"` (default 0), forms as `fill`. `pad_cval_mask` also works.
+    #[serde(default = "zero", alias = "pad_cval_mask")]
+    pub fill_mask: Fill,
     /// Inputs that are label masks (`mask_interpolation`, `fill_mask`).
     #[serde(default)]
     pub masks: Vec<String>,
@@ -67,6 +68,45 @@ pub struct CropAndPadConfig {
     pub keypoints: Vec<String>,
     /// Keypoint format and filter (albumentations' `KeypointParams`, default `"xy"`).
     pub keypoint_params: Option<KeypointParamsConfig>,
+}
+
+/// A constant fill: fixed, or drawn per call as albumentations' `_get_pad_value` does
+/// (its schema makes every fill a float, so `[a, b]` is uniform even for integers).
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum Fill {
+    /// This value.
+    Value(f64),
+    /// `[a, b]`: uniform on `[a, b]`; any other length: one of the values.
+    Random(Vec<f64>),
+}
+
+impl Fill {
+    fn check(&self, field: &str) -> Result<()> {
+        match self {
+            Fill::Random(v) if v.is_empty() => Err(Error::config(field, "an empty list")),
+            Fill::Random(v) if v.iter().any(|x| !x.is_finite()) => Err(Error::config(
+                field,
+                format!("values must be finite, got {v:?}"),
+            )),
+            Fill::Value(v) if !v.is_finite() => {
+                Err(Error::config(field, format!("must be finite, got {v}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn draw(&self, rng: &mut impl Rng) -> f64 {
+        match self {
+            Fill::Value(v) => *v,
+            Fill::Random(v) if v.len() == 2 => v[0] + (v[1] - v[0]) * rng.random::<f64>(),
+            Fill::Random(v) => v[rng.random_range(0..v.len())],
+        }
+    }
+}
+
+fn zero() -> Fill {
+    Fill::Value(0.0)
 }
 
 fn yes() -> bool {
@@ -98,7 +138,7 @@ pub struct CropAndPad {
     keep_size: bool,
     interpolation: [Interpolation; 2],
     border_mode: BorderMode,
-    fill: [f64; 2],
+    fill: [Fill; 2],
     p: f64,
 }
 
@@ -122,6 +162,8 @@ impl FromConfig for CropAndPad {
                 ))
             }
         };
+        c.fill.check("fill")?;
+        c.fill_mask.check("fill_mask")?;
         let keys = paired_keys(ctx)?;
         Ok(CropAndPad {
             targets: Targets::new(
@@ -144,18 +186,27 @@ impl FromConfig for CropAndPad {
 }
 
 impl CropAndPad {
-    /// What the call seeded `seed` does to an `height × width` image: the identity when the
-    /// `p` draw says skip; an error when the crops leave nothing, as in albumentations.
-    pub(crate) fn plan(&self, height: i64, width: i64, seed: u64) -> Result<Plan> {
+    /// What the call seeded `seed` does to an `height × width` image, and its image and mask
+    /// fills: the identity when the `p` draw says skip; an error when the crops leave
+    /// nothing, as in albumentations.
+    pub(crate) fn plan(&self, height: i64, width: i64, seed: u64) -> Result<(Plan, [f64; 2])> {
         let mut rng = rng(seed);
         if rng.random::<f64>() >= self.p {
-            return Ok(Plan::identity(height, width));
+            return Ok((Plan::identity(height, width), [0.0; 2]));
         }
-        Plan::new(self.sides.draw(&mut rng, height, width), height, width)
+        let plan = Plan::new(self.sides.draw(&mut rng, height, width), height, width)?;
+        let fill = [self.fill[0].draw(&mut rng), self.fill[1].draw(&mut rng)];
+        Ok((plan, fill))
     }
 
-    /// `x` cut to the plan's window, padded, and resized back under `keep_size`.
-    fn apply(&self, x: &Tensor, layout: &Spatial, plan: &Plan, mask: bool) -> Result<Tensor> {
+    /// `x` cut to the plan's window, padded with `fill`, and resized back under `keep_size`.
+    fn apply(
+        &self,
+        x: &Tensor,
+        layout: &Spatial,
+        (plan, fill): (&Plan, f64),
+        mask: bool,
+    ) -> Result<Tensor> {
         let [x0, y0, x1, y1] = plan.crop;
         let cut = x
             .f_narrow(layout.h_axis, y0, y1 - y0)?
@@ -165,7 +216,6 @@ impl CropAndPad {
             width: x1 - x0,
             ..*layout
         };
-        let fill = self.fill[usize::from(mask)];
         let padded = pad(&cut, &cut_layout, plan.pad, self.border_mode, fill)?;
         if !self.keep_size {
             return Ok(padded.f_contiguous()?);
@@ -193,13 +243,16 @@ impl NumpyOp for CropAndPad {
         let pixels = self.targets.pixels(&self.keys, inputs)?;
         let layouts = same_size(&pixels.keys, &pixels.inputs)?;
         let size = (layouts[0].height, layouts[0].width);
-        let plan = self.plan(size.0, size.1, ctx.seed)?;
+        let (plan, fills) = self.plan(size.0, size.1, ctx.seed)?;
         let out = pixels
             .inputs
             .iter()
             .zip(&layouts)
             .zip(pixels.index.iter().map(|&i| self.masks[i]))
-            .map(|((x, layout), mask)| self.apply(x, layout, &plan, mask))
+            .map(|((x, layout), mask)| {
+                let fill = fills[usize::from(mask)];
+                self.apply(x, layout, (&plan, fill), mask)
+            })
             .collect::<Result<Vec<_>>>()?;
         // The padded window in input coordinates, stretched to the output: albumentations
         // shifts boxes and keypoints by the crop and the pad (no mirrored copies in the

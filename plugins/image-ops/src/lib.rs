@@ -101,7 +101,7 @@ pub use color_ops::{
 };
 pub use compression::{ImageCompression, ImageCompressionConfig};
 pub use crop::{CenterCrop, CropConfig, RandomCrop};
-pub use crop_and_pad::{CropAndPad, CropAndPadConfig};
+pub use crop_and_pad::{CropAndPad, CropAndPadConfig, Fill};
 pub use crop_and_pad_sides::{Amounts, SideAmount};
 pub use distort::{GridDistortion, GridDistortionConfig};
 pub use downscale::{Downscale, DownscaleConfig, InterpolationPair};

@@ -15,7 +15,7 @@ use crate::CropAndPad;
 fn configs() -> Vec<(&'static str, Value)> {
     vec![
         (
-            "px = [[-4, -1], [1, 6], [-3, 3], [-6, 5]]\nkeep_size = false\nfill = 77\nfill_mask = 3",
+            "px = [[-4, -1], [1, 6], [-3, 3], [-6, 5]]\nkeep_size = false\nfill = [0, 255]\nfill_mask = [1, 4, 9]",
             json!({"keep_size": false, "border_mode": 0}),
         ),
         (
@@ -34,24 +34,17 @@ fn configs() -> Vec<(&'static str, Value)> {
             "px = [[-5, 0, 3], [2, -2, 7], [-1], [4, -6, 0]]\ninterpolation = \"nearest\"\nmask_interpolation = \"bilinear\"\nfill = 200",
             json!({"interpolation": 0, "mask_interpolation": 1, "border_mode": 0}),
         ),
+        (
+            // Fractional fills: OpenCV rounds them half to even into integer images.
+            "px = [2, -1, 3, 1]\nkeep_size = false\nfill = 183.7\nfill_mask = 2.5",
+            json!({"keep_size": false, "border_mode": 0}),
+        ),
     ]
 }
 
-/// The fills a config sets, as albumentations' drawn `fill` / `fill_mask`.
-fn fills(config: &str) -> (f64, f64) {
-    let value = |key: &str| {
-        config
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map_or(0.0, |v| v.trim().parse().unwrap())
-    };
-    (value("fill = "), value("fill_mask = "))
-}
-
 /// albumentations' drawn parameters for our plan of an `h × w` image.
-fn params(op: &CropAndPad, config: &str, (h, w): (i64, i64), seed: u64) -> Value {
-    let plan = op.plan(h, w, seed).unwrap();
-    let (fill, fill_mask) = fills(config);
+fn params(op: &CropAndPad, (h, w): (i64, i64), seed: u64) -> Value {
+    let (plan, [fill, fill_mask]) = op.plan(h, w, seed).unwrap();
     let (rows, cols) = plan.size();
     json!({
         "crop_params": plan.crop, "pad_params": plan.pad, "fill": fill, "fill_mask": fill_mask,
@@ -73,7 +66,7 @@ fn crop_and_pad_matches_albumentations_for_the_drawn_sides() {
         init["px"] = json!(0);
         for x in [&image, &float] {
             for seed in 0..4 {
-                let params = params(&draws, config, (17, 23), seed);
+                let params = params(&draws, (17, 23), seed);
                 let what = format!("{config:?} {:?} seed {seed} {params}", x.kind());
                 ours.push((what, config, run(op.as_ref(), &[x, &mask], seed)));
                 let init = init.clone();
@@ -85,10 +78,13 @@ fn crop_and_pad_matches_albumentations_for_the_drawn_sides() {
     for ((what, config, out), (r, rm)) in ours.iter().zip(albumentations(&cases)) {
         let uint8 = out[0].kind() == Kind::Uint8;
         let d = max_diff(&out[0], &r);
-        assert!(
-            d <= if uint8 { 1.0 } else { 1e-5 },
-            "{what}: image differs by {d}"
-        );
+        // Without the resize back only pixels move: exact, fills rounded as OpenCV does.
+        let tolerance = match (config.contains("keep_size = false"), uint8) {
+            (true, _) => 0.0,
+            (false, true) => 1.0,
+            (false, false) => 1e-5,
+        };
+        assert!(d <= tolerance, "{what}: image differs by {d}");
         worst[usize::from(!uint8)] = worst[usize::from(!uint8)].max(d);
         let dm = max_diff(&out[1], rm.as_ref().unwrap());
         let nearest = !config.contains("mask_interpolation");
@@ -136,6 +132,7 @@ fn crop_and_pad_config_errors_name_the_field() {
         ("percent = [0.3, 0.1]", "percent"),
         ("px = 2\np = 1.5", "p"),
         ("px = 2\nmasks = [\"y\"]", "masks"),
+        ("px = 2\nfill_mask = []", "fill_mask"),
     ] {
         let made = fe_plugin_api::testing::numpy_op("CropAndPad", config, &["x"], &["x"]);
         let Err(e) = made else {
@@ -159,11 +156,12 @@ fn both(config: &str, init: Value, key: &str, n: usize) -> (Vec<Vec<f64>>, Vec<V
     let op = typed::<CropAndPad>(config, &["x"]);
     let ours = (0..n as u64)
         .map(|s| {
-            let plan = op.plan(20, 30, s).unwrap();
+            let (plan, fill) = op.plan(20, 30, s).unwrap();
             let (rows, cols) = plan.size();
             let row = match key {
                 "pad_params" => plan.pad.to_vec(),
                 "crop_params" => plan.crop.to_vec(),
+                "fill" => return fill.to_vec(),
                 _ => vec![rows, cols],
             };
             row.into_iter().map(|v| v as f64).collect()
@@ -210,6 +208,14 @@ fn crop_and_pad_sides_follow_albumentations_distribution() {
     assert_same_distribution(config, &ours, &theirs, &[1, 3]);
     let (ours, theirs) = both(config, json!({ "percent": sides }), "pad_params", n);
     assert_same_distribution(config, &ours, &theirs, &[2, 3]);
+    // Fills: uniform on [a, b] (integers too, as 2.0.8's float schema makes them), or picked.
+    let config = "px = 2\nfill = [0, 10]\nfill_mask = [1, 2, 3]";
+    let init = json!({"px": 2, "fill": [0, 10], "fill_mask": [1, 2, 3]});
+    let (ours, theirs) = both(config, init.clone(), "fill", n);
+    assert_same_distribution(config, &ours, &theirs, &[0]);
+    let theirs = albumentations_samples("CropAndPad", init, &[20, 30, 3], "fill_mask", n);
+    let ours: Vec<Vec<f64>> = ours.iter().map(|r| vec![r[1]]).collect();
+    assert_same_distribution(config, &ours, &theirs, &[0]);
     // A two-value list after a longer one is a choice, not a range; overlapping crops give
     // rows back.
     let config = "px = [[-3, 0, 2], [1, 5, 7], [-19, -1], [-1, 4]]";
@@ -246,7 +252,7 @@ fn crop_and_pad_targets_match_albumentations_for_the_drawn_sides() {
                 config,
                 transform: "CropAndPad",
                 init: init.clone(),
-                params: params(&op, config, (H, W), seed),
+                params: params(&op, (H, W), seed),
                 seed,
             });
         }
