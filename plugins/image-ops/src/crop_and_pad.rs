@@ -32,8 +32,8 @@ pub struct CropAndPadConfig {
     /// Resize the result back to the input size (default true).
     #[serde(default = "yes")]
     pub keep_size: bool,
-    /// Draw each side from a `[lo, hi]` range on its own (default true); false: one draw
-    /// for all four. Only the two-number range form draws more than once per side anyway.
+    /// With the two-number range form, one draw per side (default true) or one for all
+    /// four (false); the four-side form always draws per side.
     #[serde(default = "yes")]
     pub sample_independently: bool,
     /// Sampling of images when resizing back: `"bilinear"` (default), `"nearest"`, `"bicubic"`.
@@ -204,7 +204,8 @@ impl CropAndPad {
         &self,
         x: &Tensor,
         layout: &Spatial,
-        (plan, fill): (&Plan, f64),
+        plan: &Plan,
+        fill: f64,
         mask: bool,
     ) -> Result<Tensor> {
         let [x0, y0, x1, y1] = plan.crop;
@@ -249,10 +250,7 @@ impl NumpyOp for CropAndPad {
             .iter()
             .zip(&layouts)
             .zip(pixels.index.iter().map(|&i| self.masks[i]))
-            .map(|((x, layout), mask)| {
-                let fill = fills[usize::from(mask)];
-                self.apply(x, layout, (&plan, fill), mask)
-            })
+            .map(|((x, layout), mask)| self.apply(x, layout, &plan, fills[usize::from(mask)], mask))
             .collect::<Result<Vec<_>>>()?;
         // The padded window in input coordinates, stretched to the output: albumentations
         // shifts boxes and keypoints by the crop and the pad (no mirrored copies in the
