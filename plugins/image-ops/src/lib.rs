@@ -24,6 +24,8 @@ mod color_ops;
 mod components;
 mod compression;
 mod crop;
+mod crop_and_pad;
+mod crop_and_pad_sides;
 mod cv_gaussian;
 mod defocus;
 mod distort;
@@ -101,6 +103,8 @@ pub use color_ops::{
 };
 pub use compression::{ImageCompression, ImageCompressionConfig};
 pub use crop::{CenterCrop, CropConfig, RandomCrop};
+pub use crop_and_pad::{CropAndPad, CropAndPadConfig, Fill};
+pub use crop_and_pad_sides::{Amounts, SideAmount};
 pub use defocus::{Defocus, DefocusConfig};
 pub use distort::{GridDistortion, GridDistortionConfig};
 pub use downscale::{Downscale, DownscaleConfig, InterpolationPair};

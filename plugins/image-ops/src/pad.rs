@@ -231,7 +231,7 @@ pub(crate) fn pad(
         let mut size = x.size();
         size[h_axis as usize] += top + bottom;
         size[w_axis as usize] += left + right;
-        let out = Tensor::f_full(&size, fill, (x.kind(), x.device()))?;
+        let out = Tensor::f_full(&size, saturate(fill, x.kind()), (x.kind(), x.device()))?;
         out.f_narrow(h_axis, top, layout.height)?
             .f_narrow(w_axis, left, layout.width)?
             .f_copy_(x)?;
@@ -241,6 +241,20 @@ pub(crate) fn pad(
     let cols = source_indices(layout.width, left, right, mode, x.device())?;
     Ok(x.f_index_select(h_axis, &rows)?
         .f_index_select(w_axis, &cols)?)
+}
+
+/// `fill` as `cv2.copyMakeBorder` stores it in an image of `kind`: integer kinds round half
+/// to even and saturate (`saturate_cast`), where a plain cast would truncate or wrap.
+fn saturate(fill: f64, kind: Kind) -> f64 {
+    let (low, high) = match kind {
+        Kind::Uint8 => (0.0, 255.0),
+        Kind::Int8 => (-128.0, 127.0),
+        Kind::Int16 => (-32768.0, 32767.0),
+        Kind::Int => (-2147483648.0, 2147483647.0),
+        Kind::Int64 => return fill.round_ties_even(),
+        _ => return fill,
+    };
+    fill.round_ties_even().clamp(low, high)
 }
 
 /// For each padded position along an axis of length `n`, the input index it copies

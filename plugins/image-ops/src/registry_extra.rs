@@ -1,13 +1,13 @@
 //! Registrations of the FastEstimator ops added after issue 32's list (InvertImg,
 //! MultiplicativeNoise, the grid shuffle, the masking dropouts, the box- and mask-aware
-//! crops): what `fe-host plugins list` shows.
+//! crops, CropAndPad): what `fe-host plugins list` shows.
 
 use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{
-    CropNonEmptyMaskIfExists, InvertImg, MaskDropout, MultiplicativeNoise, RandomCropFromBorders,
-    RandomGridShuffle, RandomScale, XYMasking,
+    CropAndPad, CropNonEmptyMaskIfExists, InvertImg, MaskDropout, MultiplicativeNoise,
+    RandomCropFromBorders, RandomGridShuffle, RandomScale, XYMasking,
 };
 
 const P: Field = Field::optional(
@@ -98,6 +98,23 @@ inventory::submit! {
         Field::optional("ignore_channels", "[integer]", "[]", "Channels of (H, W, C) masks not looked at"),
         Field::required("masks", "[string]", "Inputs whose labelled pixels choose the window (their union); all pixel inputs are cropped"),
         Field::optional("p", "float", "1.0", "Probability of cropping a sample, in [0, 1]"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<CropAndPad>("CropAndPad", "Crops (negative) or pads (positive) each side by pixels or fractions, optionally resized back")
+    .fields(&[
+        Field::optional("px", "int | [int, int] | [top, right, bottom, left]", "none", "Pixels per side; [lo, hi] draws from lo..hi; sides may be [lo, hi] or lists to pick from. Set px or percent"),
+        Field::optional("percent", "float | [float, float] | [top, right, bottom, left]", "none", "As px, in fractions of the height / width, truncated to pixels"),
+        Field::optional("keep_size", "bool", "true", "Resize the result back to the input size"),
+        Field::optional("sample_independently", "bool", "true", "With a [lo, hi] range: one draw per side (false: one for all)"),
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling of images when resizing back"),
+        Field::optional("mask_interpolation", "\"nearest\" | \"bilinear\" | \"bicubic\"", "\"nearest\"", "Sampling of masks when resizing back"),
+        Field::optional("border_mode", "\"constant\" | \"reflect_101\" | \"reflect\" | \"replicate\"", "\"constant\"", "How the padding is filled (pad_mode also works)"),
+        Field::optional("fill", "float | [a, b] | [float]", "0", "Image fill for border_mode = \"constant\"; [a, b] uniform per call, longer lists picked from (pad_cval also works)"),
+        Field::optional("fill_mask", "float | [a, b] | [float]", "0", "Mask fill, forms as fill (pad_cval_mask also works)"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (mask_interpolation, fill_mask)"),
+        Field::optional("p", "float", "1.0", "Probability of transforming a sample, in [0, 1]"),
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }

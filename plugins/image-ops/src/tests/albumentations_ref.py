@@ -301,8 +301,9 @@ def targets(case, name, init, image):
     t = getattr(A, name)(**init, p=1.0)
     fixed = {k: v for k, v in arrays(case.get("params") or {}).items() if k != "normals"}
     if fixed:  # the parameters the Rust op drew, in place of albumentations' own draws
-        if "output_shape" in fixed:
-            fixed["output_shape"] = tuple(fixed["output_shape"])
+        for key in ("output_shape", "result_shape"):  # albumentations tells shapes by tuple
+            if key in fixed:
+                fixed[key] = tuple(fixed[key])
         for key in ("map_x", "map_y"):  # cv2.remap takes float32 maps
             if key in fixed:
                 fixed[key] = fixed[key].astype(np.float32)

@@ -9,6 +9,7 @@ mod box_blur;
 mod clahe;
 mod color_more;
 mod crop;
+mod crop_and_pad;
 mod cv_gaussian;
 mod defocus;
 mod degrade;
@@ -206,6 +207,7 @@ fn readme_snippets_build() {
             "RandomSizedCrop",
             "RandomCropFromBorders",
             "CropNonEmptyMaskIfExists",
+            "CropAndPad",
             "CoarseDropout",
             "GridMask",
             "RandomGridShuffle",
