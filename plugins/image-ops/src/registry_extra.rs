@@ -6,8 +6,8 @@ use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{
-    InvertImg, MaskDropout, MultiplicativeNoise, RandomCropFromBorders, RandomGridShuffle,
-    RandomScale, XYMasking,
+    BBoxSafeRandomCrop, InvertImg, MaskDropout, MultiplicativeNoise, RandomCropFromBorders,
+    RandomCropNearBBox, RandomGridShuffle, RandomScale, RandomSizedBBoxSafeCrop, XYMasking,
 };
 
 const P: Field = Field::optional(
@@ -86,6 +86,50 @@ inventory::submit! {
         Field::optional("crop_top", "float", "0.1", "Most of the height cut from the top, in [0, 1]"),
         Field::optional("crop_bottom", "float", "0.1", "Most of the height cut from the bottom; crop_top + crop_bottom <= 1"),
         Field::optional("p", "float", "1.0", "Probability of cropping a sample, in [0, 1]"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+const P1: Field = Field::optional(
+    "p",
+    "float",
+    "1.0",
+    "Probability of cropping a sample, in [0, 1]",
+);
+const EROSION: Field = Field::optional(
+    "erosion_rate",
+    "float",
+    "0.0",
+    "How far the window may cut into the boxes' union, as a fraction of its size, in [0, 1]",
+);
+const SAFE_BOXES: Field = Field::required(
+    "bboxes",
+    "[string]",
+    "Inputs that are bounding boxes ([N, 4 + k] rows): the window keeps their union",
+);
+
+inventory::submit! {
+    Registration::numpy_op::<BBoxSafeRandomCrop>("BBoxSafeRandomCrop", "Crops a random window around the union of the boxes, so every box stays (the output size varies per sample)")
+    .fields(&[EROSION, P1, SAFE_BOXES, TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3]])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomSizedBBoxSafeCrop>("RandomSizedBBoxSafeCrop", "Crops a random window around the union of the boxes and resizes it to height x width")
+    .fields(&[
+        Field::required("height", "integer", "Output height"),
+        Field::required("width", "integer", "Output width"),
+        EROSION,
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling of images"),
+        Field::optional("mask_interpolation", "\"nearest\" | \"bilinear\" | \"bicubic\"", "\"nearest\"", "Sampling of masks"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (mask_interpolation)"),
+        Field::optional("p", "float", "1.0", "Probability of cropping a sample, in [0, 1]; a skipped sample keeps its size"),
+        SAFE_BOXES, TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomCropNearBBox>("RandomCropNearBBox", "Crops the window of a given box, each side shifted at random by part of its size")
+    .fields(&[
+        Field::optional("max_part_shift", "float | [float, float]", "[0.0, 0.3]", "Most shift of a side as part of the box's [height, width] (h <= w); f means [0, f]"),
+        Field::optional("cropping_bbox_key", "string", "\"cropping_bbox\"", "The input holding the box to crop near: [x_min, y_min, x_max, y_max] whole pixels, shape [4] or [1, 4]; passed through"),
+        P1,
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
