@@ -12,8 +12,8 @@ use crate::boxes::{BboxParamsConfig, Row};
 use crate::geometry::Geometry;
 use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{paired_keys, probability, rng, same_size, Interpolation};
-use crate::sized_crop::{cut, place, Coords, Output};
 use crate::targets::Targets;
+use crate::window::{cut, place, Coords, Output};
 
 /// `BBoxSafeRandomCrop` configuration (FastEstimator's and albumentations' names).
 #[derive(Deserialize, Debug)]

@@ -81,6 +81,7 @@ mod targets;
 mod thin_plate;
 mod tps;
 mod warp;
+mod window;
 mod xy_masking;
 mod zoom_blur;
 

@@ -11,8 +11,8 @@ use crate::bbox_safe::crop_with_targets;
 use crate::boxes::BboxParamsConfig;
 use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{check_count, paired_keys, probability, rng};
-use crate::sized_crop::Coords;
 use crate::targets::Targets;
+use crate::window::Coords;
 
 /// `max_part_shift`: one fraction `f`, which albumentations 2 reads as `[0, f]`, or a pair.
 #[derive(Deserialize, Debug, Clone, Copy)]
