@@ -11,6 +11,7 @@ use crate::targets::Targets;
 /// A window `(x_min, y_min, x_max, y_max)`, half-open, albumentations' `crop_coords`.
 pub(crate) type Coords = [i64; 4];
 
+/// `x` (in `layout`) cut to the window, contiguous: what every crop does to pixels.
 pub(crate) fn cut(x: &Tensor, layout: &Spatial, [x0, y0, x1, y1]: Coords) -> Result<Tensor> {
     Ok(x.f_narrow(layout.h_axis, y0, y1 - y0)?
         .f_narrow(layout.w_axis(), x0, x1 - x0)?

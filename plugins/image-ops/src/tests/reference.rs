@@ -132,6 +132,18 @@ pub(super) fn albumentations_samples(
     key: &str,
     n: usize,
 ) -> Vec<Vec<f64>> {
+    albumentations_samples_with(transform, init, shape, key, n, json!({}))
+}
+
+/// [`albumentations_samples`] with the targets in `data` (e.g. `bboxes`) beside the image.
+pub(super) fn albumentations_samples_with(
+    transform: &'static str,
+    init: Value,
+    shape: &[i64],
+    key: &str,
+    n: usize,
+    data: Value,
+) -> Vec<Vec<f64>> {
     let dir = TempDir::new(&format!("albu-samples-{transform}-{}", unique()));
     let out = dir
         .path()
@@ -142,7 +154,7 @@ pub(super) fn albumentations_samples(
         &dir,
         vec![json!({
             "kind": "sample", "transform": transform, "init": init, "shape": shape,
-            "key": key, "n": n, "out_image": out,
+            "key": key, "n": n, "out_image": out, "data": data,
         })],
     );
     let samples = Tensor::read_npy(&out).unwrap().to_kind(Kind::Double);
