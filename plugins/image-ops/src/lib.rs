@@ -13,6 +13,7 @@
 mod color;
 mod affine;
 mod autocontrast;
+mod bbox_safe;
 mod blur;
 mod border_crop;
 mod box_blur;
@@ -58,6 +59,7 @@ mod max_size;
 pub mod montage;
 mod motion;
 mod multiplicative_noise;
+mod near_bbox;
 mod optical;
 mod pad;
 mod perspective;
@@ -83,11 +85,16 @@ mod targets;
 mod thin_plate;
 mod tps;
 mod warp;
+mod window;
 mod xy_masking;
 mod zoom_blur;
 
 pub use affine::{Affine, AffineConfig, ShiftScaleRotate, ShiftScaleRotateConfig, Span};
 pub use autocontrast::{AutoContrast, AutoContrastConfig};
+pub use bbox_safe::{
+    BBoxSafeRandomCrop, BBoxSafeRandomCropConfig, RandomSizedBBoxSafeCrop,
+    RandomSizedBBoxSafeCropConfig,
+};
 pub use blur::{GaussianBlur, GaussianBlurConfig, MedianBlur, MedianBlurConfig};
 pub use border_crop::{RandomCropFromBorders, RandomCropFromBordersConfig};
 pub use box_blur::{Blur, BlurConfig};
@@ -131,6 +138,7 @@ pub use mask_dropout::{MaskDropout, MaskDropoutConfig, MaxObjects};
 pub use max_size::{LongestMaxSize, MaxSizeConfig, SmallestMaxSize};
 pub use motion::{MotionBlur, MotionBlurConfig};
 pub use multiplicative_noise::{MultiplicativeNoise, MultiplicativeNoiseConfig, Multiplier};
+pub use near_bbox::{PartShift, RandomCropNearBBox, RandomCropNearBBoxConfig};
 pub use optical::{OpticalDistortion, OpticalDistortionConfig};
 pub use pad::{PadIfNeeded, PadIfNeededConfig, Position};
 pub use perspective::{Perspective, PerspectiveConfig};

@@ -6,8 +6,9 @@ use crate::targets::TARGET_FIELDS;
 use fe_plugin_api::{inventory, Field, Registration};
 
 use crate::{
-    CropAndPad, CropNonEmptyMaskIfExists, InvertImg, MaskDropout, MultiplicativeNoise,
-    RandomCropFromBorders, RandomGridShuffle, RandomScale, XYMasking,
+    BBoxSafeRandomCrop, CropAndPad, CropNonEmptyMaskIfExists, InvertImg, MaskDropout,
+    MultiplicativeNoise, RandomCropFromBorders, RandomCropNearBBox, RandomGridShuffle, RandomScale,
+    RandomSizedBBoxSafeCrop, XYMasking,
 };
 
 const P: Field = Field::optional(
@@ -97,7 +98,7 @@ inventory::submit! {
         Field::optional("ignore_values", "[integer]", "[]", "Mask values that count as background, besides 0"),
         Field::optional("ignore_channels", "[integer]", "[]", "Channels of (H, W, C) masks not looked at"),
         Field::required("masks", "[string]", "Inputs whose labelled pixels choose the window (their union); all pixel inputs are cropped"),
-        Field::optional("p", "float", "1.0", "Probability of cropping a sample, in [0, 1]"),
+        P1,
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }
@@ -115,6 +116,50 @@ inventory::submit! {
         Field::optional("fill_mask", "float | [a, b] | [float]", "0", "Mask fill, forms as fill (pad_cval_mask also works)"),
         Field::optional("masks", "[string]", "[]", "Inputs that are label masks (mask_interpolation, fill_mask)"),
         Field::optional("p", "float", "1.0", "Probability of transforming a sample, in [0, 1]"),
+        TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+const P1: Field = Field::optional(
+    "p",
+    "float",
+    "1.0",
+    "Probability of cropping a sample, in [0, 1]",
+);
+const EROSION: Field = Field::optional(
+    "erosion_rate",
+    "float",
+    "0.0",
+    "How far the window may cut into the boxes' union, as a fraction of its size, in [0, 1]",
+);
+const SAFE_BOXES: Field = Field::required(
+    "bboxes",
+    "[string]",
+    "Inputs that are bounding boxes ([N, 4 + k] rows): the window keeps their union",
+);
+
+inventory::submit! {
+    Registration::numpy_op::<BBoxSafeRandomCrop>("BBoxSafeRandomCrop", "Crops a random window around the union of the boxes, so every box stays (the output size varies per sample)")
+    .fields(&[EROSION, P1, SAFE_BOXES, TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3]])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomSizedBBoxSafeCrop>("RandomSizedBBoxSafeCrop", "Crops a random window around the union of the boxes and resizes it to height x width")
+    .fields(&[
+        Field::required("height", "integer", "Output height"),
+        Field::required("width", "integer", "Output width"),
+        EROSION,
+        Field::optional("interpolation", "\"bilinear\" | \"nearest\" | \"bicubic\"", "\"bilinear\"", "Sampling of images"),
+        Field::optional("mask_interpolation", "\"nearest\" | \"bilinear\" | \"bicubic\"", "\"nearest\"", "Sampling of masks"),
+        Field::optional("masks", "[string]", "[]", "Inputs that are label masks (mask_interpolation)"),
+        Field::optional("p", "float", "1.0", "Probability of cropping a sample, in [0, 1]; a skipped sample keeps its size"),
+        SAFE_BOXES, TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
+    ])
+}
+inventory::submit! {
+    Registration::numpy_op::<RandomCropNearBBox>("RandomCropNearBBox", "Crops the window of a given box, each side shifted at random by part of its size")
+    .fields(&[
+        Field::optional("max_part_shift", "float | [float, float]", "[0.0, 0.3]", "Most shift of a side as part of the box's [height, width] (h <= w); f means [0, f]"),
+        Field::optional("cropping_bbox_key", "string", "\"cropping_bbox\"", "The input holding the box to crop near: [x_min, y_min, x_max, y_max] whole pixels, shape [4] or [1, 4]; passed through"),
+        P1,
         TARGET_FIELDS[0], TARGET_FIELDS[1], TARGET_FIELDS[2], TARGET_FIELDS[3],
     ])
 }

@@ -10,19 +10,9 @@ use serde::Deserialize;
 use crate::boxes::BboxParamsConfig;
 use crate::geometry::Geometry;
 use crate::keypoints::KeypointParamsConfig;
-use crate::layout::{
-    mask_flags, paired_keys, positive, resize, rng, same_size, Interpolation, Spatial,
-};
+use crate::layout::{paired_keys, rng, Interpolation, Spatial};
 use crate::targets::Targets;
-
-/// A window `(x_min, y_min, x_max, y_max)`, half-open, albumentations' `crop_coords`.
-pub(crate) type Coords = [i64; 4];
-
-fn cut(x: &Tensor, layout: &Spatial, [x0, y0, x1, y1]: Coords) -> Result<Tensor> {
-    Ok(x.f_narrow(layout.h_axis, y0, y1 - y0)?
-        .f_narrow(layout.w_axis(), x0, x1 - x0)?
-        .f_contiguous()?)
-}
+use crate::window::{cut, place, Coords, Output};
 
 /// `Crop` configuration: the window's corners in pixels.
 #[derive(Deserialize, Debug)]
@@ -133,78 +123,9 @@ impl NumpyOp for Crop {
     }
 }
 
-/// albumentations' `get_crop_coords`: `start` in [0, 1) maps onto every valid offset.
-fn place(height: i64, width: i64, crop: (i64, i64), h_start: f64, w_start: f64) -> Coords {
-    let y0 = ((height - crop.0 + 1) as f64 * h_start) as i64;
-    let x0 = ((width - crop.1 + 1) as f64 * w_start) as i64;
-    [x0, y0, x0 + crop.1, y0 + crop.0]
-}
-
 /// Python's `random.uniform(a, b)`.
 fn uniform(rng: &mut ChaCha8Rng, a: f64, b: f64) -> f64 {
     a + (b - a) * rng.random::<f64>()
-}
-
-/// What the random resized crops share: output size, sampling, which inputs are masks.
-struct Output {
-    keys: Vec<String>,
-    masks: Vec<bool>,
-    targets: Targets,
-    height: i64,
-    width: i64,
-    interpolation: Interpolation,
-}
-
-impl Output {
-    fn new(
-        ctx: &CreateContext<'_>,
-        masks: &[String],
-        targets: impl FnOnce(&[String]) -> Result<Targets>,
-        (height, width): (i64, i64),
-        interpolation: Interpolation,
-    ) -> Result<Output> {
-        let keys = paired_keys(ctx)?;
-        Ok(Output {
-            targets: targets(&keys)?,
-            masks: mask_flags(&keys, masks)?,
-            keys,
-            height: positive("height", height)?,
-            width: positive("width", width)?,
-            interpolation,
-        })
-    }
-
-    fn apply(
-        &self,
-        inputs: &[&Tensor],
-        coords: impl FnOnce(i64, i64) -> Result<Coords>,
-    ) -> Result<Vec<Tensor>> {
-        let pixels = self.targets.pixels(&self.keys, inputs)?;
-        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
-        let size = (layouts[0].height, layouts[0].width);
-        let window = coords(size.0, size.1)?;
-        let out = pixels
-            .inputs
-            .iter()
-            .zip(&layouts)
-            .zip(pixels.index.iter().map(|&i| self.masks[i]))
-            .map(|((x, layout), mask)| {
-                let crop = cut(x, layout, window)?;
-                let cropped = Spatial::of("crop", &crop, false)?;
-                let interpolation = if mask {
-                    Interpolation::Nearest
-                } else {
-                    self.interpolation
-                };
-                resize(&cropped, &crop, self.height, self.width, interpolation)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let g = Geometry::Crop {
-            window,
-            out: (self.height, self.width),
-        };
-        self.targets.merge(&self.keys, inputs, out, &g, size)
-    }
 }
 
 fn bilinear() -> Interpolation {
@@ -334,7 +255,7 @@ impl RandomResizedCrop {
 impl NumpyOp for RandomResizedCrop {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         self.out
-            .apply(inputs, |h, w| Ok(self.coords(h, w, ctx.seed)))
+            .apply(inputs, |h, w| Ok(Some(self.coords(h, w, ctx.seed))))
     }
 }
 
@@ -435,6 +356,6 @@ impl RandomSizedCrop {
 impl NumpyOp for RandomSizedCrop {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
         self.out
-            .apply(inputs, |h, w| Ok(self.coords(h, w, ctx.seed)))
+            .apply(inputs, |h, w| Ok(Some(self.coords(h, w, ctx.seed))))
     }
 }

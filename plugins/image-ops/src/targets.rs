@@ -116,6 +116,28 @@ impl Targets {
         })
     }
 
+    /// The rows of every box input, in pixels of an `(height, width)` image: the boxes the
+    /// box-driven crops place their window by (albumentations' `data["bboxes"]`).
+    pub(crate) fn boxes_in_pixels(
+        &self,
+        keys: &[String],
+        inputs: &[&Tensor],
+        size: (i64, i64),
+    ) -> Result<Vec<Row>> {
+        let mut all = Vec::new();
+        for ((key, x), role) in keys.iter().zip(inputs).zip(&self.roles) {
+            if *role == Role::Boxes {
+                let p = self
+                    .bbox
+                    .as_ref()
+                    .ok_or_else(|| Error::msg("bbox_params unset"))?;
+                let (rows, _) = read_rows(key, x, 4)?;
+                all.extend(boxes::to_pixels(rows, p.format, size, key)?);
+            }
+        }
+        Ok(all)
+    }
+
     /// All outputs in input order: `pixels` (the transformed pixel inputs, in order) and the
     /// boxes / keypoints moved by `g` from an `(height, width)` image.
     pub(crate) fn merge(

@@ -21,7 +21,8 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
            on image, `bboxes` and `keypoints`
            (.npy files, [N, 4 + k] / [N, 2 + k]), writing `out_bboxes` / `out_keypoints` too;
            with `params`, the transform uses them in place of its own draws (params["normals"]:
-           only Perspective's corner normals, the rest computed as albumentations does);
+           only Perspective's corner normals, the rest computed as albumentations does; a
+           target the transform requires, e.g. params["cropping_bbox"], also goes in as data);
   iso_noise  albumentations' iso_noise(image, params["color_shift"], params["intensity"]) with
            the Poisson counts params["counts"] and hue noise params["hues"] in place of numpy's;
   grid_mask  FastEstimator's GridMask (its own numpy + OpenCV code, not albumentations'; not
@@ -44,7 +45,9 @@ Usage: albumentations_ref.py SPEC.json. SPEC is a list of cases; each reads its 
   numpy_draws  numpy's own draws, for distribution checks: params["n"] values of
            Generator.poisson(params["lam"]) and of .normal(0, params["sigma"]), stacked;
   sample   draws `n` parameter sets for an image of `shape` (and the `mask`, if given) and
-           writes params[key] of each as one row of `out_image`: the parameter distribution.
+           writes params[key] of each as one row of `out_image`: the parameter distribution;
+           `data` adds targets the draw reads (normalised float32 `bboxes`,
+           RandomCropNearBBox's `cropping_bbox`).
 """
 
 import json
@@ -241,11 +244,12 @@ def run(case):
     if kind == "sample":
         t = getattr(A, name)(**init)
         t.set_random_seed(case.get("seed", 0))
+        extra = {k: np.array(v, dtype=np.float32).reshape(-1, 4) if k == "bboxes" else v for k, v in case.get("data", {}).items()}
         rows = []
         for _ in range(case["n"]):
             params = t.get_params()
             params["shape"] = tuple(case["shape"])
-            data = {"image": np.zeros(case["shape"], np.uint8)}
+            data = {"image": np.zeros(case["shape"], np.uint8), **extra}
             if case.get("mask"):
                 data["mask"] = np.load(case["mask"])
             params.update(t.get_params_dependent_on_data(params, data))
@@ -318,6 +322,9 @@ def targets(case, name, init, image):
     data = {"image": image}
     if "mask" in t.targets_as_params:  # MaskDropout: the drawn params already say what goes
         data["mask"] = np.zeros(image.shape[:2], np.uint8)
+    for key in t.targets_as_params:  # RandomCropNearBBox's box: required, unread with fixed params
+        if key in fixed:
+            data[key] = fixed[key]
     out = compose(
         **data,
         bboxes=np.load(case["bboxes"]).astype(np.float32),

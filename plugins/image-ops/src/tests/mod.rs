@@ -3,6 +3,7 @@
 
 mod affine;
 mod autocontrast;
+mod bbox_crops;
 mod blur;
 mod border_crop;
 mod box_blur;
@@ -40,6 +41,7 @@ mod rotate;
 mod rua;
 mod sharpen;
 mod targets;
+mod targets_bbox;
 mod targets_distort;
 mod targets_extra;
 mod targets_geometry;
@@ -208,6 +210,8 @@ fn readme_snippets_build() {
             "RandomCropFromBorders",
             "CropNonEmptyMaskIfExists",
             "CropAndPad",
+            "RandomSizedBBoxSafeCrop",
+            "RandomCropNearBBox",
             "CoarseDropout",
             "GridMask",
             "RandomGridShuffle",

@@ -132,7 +132,19 @@ pub(super) fn albumentations_samples(
     key: &str,
     n: usize,
 ) -> Vec<Vec<f64>> {
-    samples(transform, init, shape, None, key, n)
+    samples(transform, init, shape, None, key, n, json!({}))
+}
+
+/// [`albumentations_samples`] with the targets in `data` (e.g. `bboxes`) beside the image.
+pub(super) fn albumentations_samples_with(
+    transform: &'static str,
+    init: Value,
+    shape: &[i64],
+    key: &str,
+    n: usize,
+    data: Value,
+) -> Vec<Vec<f64>> {
+    samples(transform, init, shape, None, key, n, data)
 }
 
 /// [`albumentations_samples`] for an op whose draws depend on the `mask` it sees.
@@ -144,7 +156,15 @@ pub(super) fn albumentations_mask_samples(
     n: usize,
 ) -> Vec<Vec<f64>> {
     let size = mask.size();
-    samples(transform, init, &[size[0], size[1], 3], Some(mask), key, n)
+    samples(
+        transform,
+        init,
+        &[size[0], size[1], 3],
+        Some(mask),
+        key,
+        n,
+        json!({}),
+    )
 }
 
 fn samples(
@@ -154,6 +174,7 @@ fn samples(
     mask: Option<&Tensor>,
     key: &str,
     n: usize,
+    data: Value,
 ) -> Vec<Vec<f64>> {
     let dir = TempDir::new(&format!("albu-samples-{transform}-{}", unique()));
     let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
@@ -165,7 +186,7 @@ fn samples(
         &dir,
         vec![json!({
             "kind": "sample", "transform": transform, "init": init, "shape": shape,
-            "mask": mask_path, "key": key, "n": n, "out_image": out,
+            "mask": mask_path, "key": key, "n": n, "out_image": out, "data": data,
         })],
     );
     let samples = Tensor::read_npy(&out).unwrap().to_kind(Kind::Double);
