@@ -9,11 +9,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
 use crate::boxes::{BboxParamsConfig, Row};
-use crate::geometry::Geometry;
 use crate::keypoints::KeypointParamsConfig;
-use crate::layout::{paired_keys, probability, rng, same_size, Interpolation};
+use crate::layout::{paired_keys, probability, rng, Interpolation};
 use crate::targets::Targets;
-use crate::window::{cut, place, Coords, Output};
+use crate::window::{crop_with_targets, place, Coords, Output};
 
 /// `BBoxSafeRandomCrop` configuration (FastEstimator's and albumentations' names).
 #[derive(Deserialize, Debug)]
@@ -151,32 +150,6 @@ fn union(boxes: &[Row], (h, w): (f64, f64), erosion_rate: f64) -> Option<[f64; 4
         return None;
     }
     Some(u)
-}
-
-/// Every pixel input of the call cut to the window `window` picks for their `(height,
-/// width)` (the whole image for `None`), boxes and keypoints following: the crops whose
-/// window depends on the sample.
-pub(crate) fn crop_with_targets(
-    targets: &Targets,
-    keys: &[String],
-    inputs: &[&Tensor],
-    window: impl FnOnce((i64, i64)) -> Result<Option<Coords>>,
-) -> Result<Vec<Tensor>> {
-    let pixels = targets.pixels(keys, inputs)?;
-    let layouts = same_size(&pixels.keys, &pixels.inputs)?;
-    let size = (layouts[0].height, layouts[0].width);
-    let window @ [x0, y0, x1, y1] = window(size)?.unwrap_or([0, 0, size.1, size.0]);
-    let out = pixels
-        .inputs
-        .iter()
-        .zip(&layouts)
-        .map(|(x, layout)| cut(x, layout, window))
-        .collect::<Result<Vec<_>>>()?;
-    let g = Geometry::Crop {
-        window,
-        out: (y1 - y0, x1 - x0),
-    };
-    targets.merge(keys, inputs, out, &g, size)
 }
 
 /// Crops a random window containing the union of the boxes (eroded by `erosion_rate`).

@@ -7,10 +7,10 @@ use rand::Rng;
 use serde::Deserialize;
 
 use crate::boxes::BboxParamsConfig;
-use crate::geometry::Geometry;
 use crate::keypoints::KeypointParamsConfig;
-use crate::layout::{paired_keys, probability, rng, same_size};
+use crate::layout::{paired_keys, probability, rng};
 use crate::targets::Targets;
+use crate::window::crop_with_targets;
 
 /// `RandomCropFromBorders` configuration (FastEstimator's and albumentations' names).
 #[derive(Deserialize, Debug)]
@@ -119,24 +119,8 @@ impl RandomCropFromBorders {
 
 impl NumpyOp for RandomCropFromBorders {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        let pixels = self.targets.pixels(&self.keys, inputs)?;
-        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
-        let size = (layouts[0].height, layouts[0].width);
-        let window @ [x0, y0, x1, y1] = self.window(size.0, size.1, ctx.seed);
-        let out = pixels
-            .inputs
-            .iter()
-            .zip(&layouts)
-            .map(|(x, layout)| {
-                Ok(x.f_narrow(layout.h_axis, y0, y1 - y0)?
-                    .f_narrow(layout.w_axis(), x0, x1 - x0)?
-                    .f_contiguous()?)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let g = Geometry::Crop {
-            window,
-            out: (y1 - y0, x1 - x0),
-        };
-        self.targets.merge(&self.keys, inputs, out, &g, size)
+        crop_with_targets(&self.targets, &self.keys, inputs, |(h, w)| {
+            Ok(Some(self.window(h, w, ctx.seed)))
+        })
     }
 }

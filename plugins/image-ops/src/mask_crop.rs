@@ -7,10 +7,10 @@ use rand::Rng;
 use serde::Deserialize;
 
 use crate::boxes::BboxParamsConfig;
-use crate::geometry::Geometry;
 use crate::keypoints::KeypointParamsConfig;
-use crate::layout::{paired_keys, positive, probability, rng, same_size};
+use crate::layout::{paired_keys, positive, probability, rng};
 use crate::targets::Targets;
+use crate::window::crop_with_targets;
 
 /// `CropNonEmptyMaskIfExists` configuration (FastEstimator's and albumentations' names).
 #[derive(Deserialize, Debug)]
@@ -217,35 +217,17 @@ impl CropNonEmptyMaskIfExists {
 
 impl NumpyOp for CropNonEmptyMaskIfExists {
     fn forward(&self, inputs: &[&Tensor], ctx: &StepContext<'_>) -> Result<Vec<Tensor>> {
-        let pixels = self.targets.pixels(&self.keys, inputs)?;
-        let layouts = same_size(&pixels.keys, &pixels.inputs)?;
-        let size = (layouts[0].height, layouts[0].width);
-        if self.height > size.0 || self.width > size.1 {
-            return Err(Error::msg(format!(
-                "crop {}x{} is larger than input `{}` ({}x{})",
-                self.height, self.width, pixels.keys[0], size.0, size.1
-            )));
-        }
-        let labelled = self.labelled(inputs)?;
-        // A skipped sample keeps the whole image; its boxes still pass the filters, as
-        // `RandomCropFromBorders`' do.
-        let window @ [x0, y0, x1, y1] = self
-            .draw(&labelled, size, ctx.seed)
-            .map_or([0, 0, size.1, size.0], |d| d.window);
-        let out = pixels
-            .inputs
-            .iter()
-            .zip(&layouts)
-            .map(|(x, layout)| {
-                Ok(x.f_narrow(layout.h_axis, y0, y1 - y0)?
-                    .f_narrow(layout.w_axis(), x0, x1 - x0)?
-                    .f_contiguous()?)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let g = Geometry::Crop {
-            window,
-            out: (y1 - y0, x1 - x0),
-        };
-        self.targets.merge(&self.keys, inputs, out, &g, size)
+        // A skipped sample keeps the whole image (`None`); its boxes still pass the
+        // filters, as `RandomCropFromBorders`' do.
+        crop_with_targets(&self.targets, &self.keys, inputs, |size| {
+            if self.height > size.0 || self.width > size.1 {
+                return Err(Error::msg(format!(
+                    "crop {}x{} is larger than input `{}` ({}x{})",
+                    self.height, self.width, self.keys[0], size.0, size.1
+                )));
+            }
+            let labelled = self.labelled(inputs)?;
+            Ok(self.draw(&labelled, size, ctx.seed).map(|d| d.window))
+        })
     }
 }

@@ -7,12 +7,11 @@ use fe_plugin_api::{CreateContext, Error, FromConfig, NumpyOp, Result, StepConte
 use rand::Rng;
 use serde::Deserialize;
 
-use crate::bbox_safe::crop_with_targets;
 use crate::boxes::BboxParamsConfig;
 use crate::keypoints::KeypointParamsConfig;
 use crate::layout::{check_count, paired_keys, probability, rng};
 use crate::targets::Targets;
-use crate::window::Coords;
+use crate::window::{crop_with_targets, Coords};
 
 /// `max_part_shift`: one fraction `f`, which albumentations 2 reads as `[0, f]`, or a pair.
 #[derive(Deserialize, Debug, Clone, Copy)]

@@ -18,6 +18,32 @@ pub(crate) fn cut(x: &Tensor, layout: &Spatial, [x0, y0, x1, y1]: Coords) -> Res
         .f_contiguous()?)
 }
 
+/// Every pixel input of the call cut to the window `window` picks for their `(height,
+/// width)` (the whole image for `None`), boxes and keypoints following: the crops whose
+/// window depends on the sample.
+pub(crate) fn crop_with_targets(
+    targets: &Targets,
+    keys: &[String],
+    inputs: &[&Tensor],
+    window: impl FnOnce((i64, i64)) -> Result<Option<Coords>>,
+) -> Result<Vec<Tensor>> {
+    let pixels = targets.pixels(keys, inputs)?;
+    let layouts = same_size(&pixels.keys, &pixels.inputs)?;
+    let size = (layouts[0].height, layouts[0].width);
+    let window @ [x0, y0, x1, y1] = window(size)?.unwrap_or([0, 0, size.1, size.0]);
+    let out = pixels
+        .inputs
+        .iter()
+        .zip(&layouts)
+        .map(|(x, layout)| cut(x, layout, window))
+        .collect::<Result<Vec<_>>>()?;
+    let g = Geometry::Crop {
+        window,
+        out: (y1 - y0, x1 - x0),
+    };
+    targets.merge(keys, inputs, out, &g, size)
+}
+
 /// albumentations' `get_crop_coords`: `start` in [0, 1) maps onto every valid offset.
 pub(crate) fn place(
     height: i64,
